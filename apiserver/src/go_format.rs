@@ -39,9 +39,88 @@ pub(crate) fn go_value(value: &serde_json::Value) -> String {
     }
 }
 
+/// A label selector as Go's `%#v` prints `metav1.LabelSelector`, which is
+/// how upstream shows one in an Invalid message ("field is immutable").
+pub(crate) fn go_label_selector(selector: &serde_json::Value) -> String {
+    let labels = go_string_map(&selector["matchLabels"]);
+    let requirements: Vec<String> = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            format!(
+                "v1.LabelSelectorRequirement{{Key:{}, Operator:{}, Values:{}}}",
+                go_quote(r["key"].as_str().unwrap_or_default()),
+                go_quote(r["operator"].as_str().unwrap_or_default()),
+                string_slice(&r["values"]),
+            )
+        })
+        .collect();
+    let expressions = if selector["matchExpressions"].is_array() {
+        format!(
+            "[]v1.LabelSelectorRequirement{{{}}}",
+            requirements.join(", ")
+        )
+    } else {
+        "[]v1.LabelSelectorRequirement(nil)".to_string()
+    };
+    format!("v1.LabelSelector{{MatchLabels:{labels}, MatchExpressions:{expressions}}}")
+}
+
+/// A JSON object of strings as Go's `%#v` prints a `map[string]string`
+/// (keys sorted; `nil` when absent).
+pub(crate) fn go_string_map(map: &serde_json::Value) -> String {
+    let Some(entries) = map.as_object() else {
+        return "map[string]string(nil)".to_string();
+    };
+    let mut entries: Vec<(&String, &serde_json::Value)> = entries.iter().collect();
+    entries.sort_by(|a, b| a.0.cmp(b.0));
+    let entries: Vec<String> = entries
+        .into_iter()
+        .map(|(k, v)| {
+            format!(
+                "{}:{}",
+                go_quote(k),
+                go_quote(v.as_str().unwrap_or_default())
+            )
+        })
+        .collect();
+    format!("map[string]string{{{}}}", entries.join(", "))
+}
+
+/// A JSON array of strings as Go's `%#v` prints a `[]string`.
+fn string_slice(list: &serde_json::Value) -> String {
+    let Some(items) = list.as_array() else {
+        return "[]string(nil)".to_string();
+    };
+    let items: Vec<String> = items
+        .iter()
+        .map(|v| go_quote(v.as_str().unwrap_or_default()))
+        .collect();
+    format!("[]string{{{}}}", items.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+
+    #[test]
+    fn label_selectors_print_as_go_prints_them() {
+        assert_eq!(
+            super::go_label_selector(&json!({"matchLabels": {"b": "2", "a": "1"}})),
+            "v1.LabelSelector{MatchLabels:map[string]string{\"a\":\"1\", \"b\":\"2\"}, \
+             MatchExpressions:[]v1.LabelSelectorRequirement(nil)}"
+        );
+        assert_eq!(
+            super::go_label_selector(&json!({"matchExpressions": [
+                {"key": "tier", "operator": "In", "values": ["x", "y"]},
+                {"key": "gone", "operator": "DoesNotExist"}]})),
+            "v1.LabelSelector{MatchLabels:map[string]string(nil), \
+             MatchExpressions:[]v1.LabelSelectorRequirement{\
+             v1.LabelSelectorRequirement{Key:\"tier\", Operator:\"In\", Values:[]string{\"x\", \"y\"}}, \
+             v1.LabelSelectorRequirement{Key:\"gone\", Operator:\"DoesNotExist\", Values:[]string(nil)}}}"
+        );
+    }
 
     #[test]
     fn values_print_as_go_prints_unmarshalled_json() {

@@ -16,6 +16,9 @@ pub enum FieldErrorKind {
     Required,
     /// The field's value is not allowed (`FieldValueInvalid`).
     Invalid(Value),
+    /// The same, with the value shown as upstream's Go prints its type
+    /// (`v1.LabelSelector{...}`) where that differs from its JSON.
+    InvalidShown(String),
     /// The value is not one of a fixed set (`FieldValueNotSupported`).
     NotSupported {
         /// The value given.
@@ -63,6 +66,19 @@ impl FieldError {
         Self {
             field: field.into(),
             kind: FieldErrorKind::Invalid(value.into()),
+            detail: detail.into(),
+        }
+    }
+
+    /// `field` holds a value that is not allowed, shown as `shown`.
+    pub fn invalid_shown(
+        field: impl Into<String>,
+        shown: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            field: field.into(),
+            kind: FieldErrorKind::InvalidShown(shown.into()),
             detail: detail.into(),
         }
     }
@@ -124,7 +140,7 @@ impl FieldError {
     fn reason(&self) -> &'static str {
         match self.kind {
             FieldErrorKind::Required => "FieldValueRequired",
-            FieldErrorKind::Invalid(_) => "FieldValueInvalid",
+            FieldErrorKind::Invalid(_) | FieldErrorKind::InvalidShown(_) => "FieldValueInvalid",
             FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
             FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
@@ -147,6 +163,7 @@ impl FieldError {
             FieldErrorKind::Invalid(v) => {
                 with_detail(format!("Invalid value: {}", render_value(v)))
             }
+            FieldErrorKind::InvalidShown(shown) => with_detail(format!("Invalid value: {shown}")),
             FieldErrorKind::NotSupported { value, supported } => {
                 let list: Vec<String> = supported.iter().map(|s| format!("\"{s}\"")).collect();
                 format!(

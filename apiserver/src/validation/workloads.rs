@@ -427,9 +427,9 @@ pub(crate) fn workload(object: &Value, rule: SelectorRule, errors: &mut Vec<Fiel
     }
     let selector = &spec["selector"];
     let mismatch = || {
-        FieldError::invalid(
+        FieldError::invalid_shown(
             "spec.template.metadata.labels",
-            spec["template"]["metadata"]["labels"].clone(),
+            crate::go_format::go_string_map(&spec["template"]["metadata"]["labels"]),
             "`selector` does not match template `labels`",
         )
     };
@@ -451,9 +451,11 @@ pub(crate) fn workload(object: &Value, rule: SelectorRule, errors: &mut Vec<Fiel
                 Value::Array(a) => a.is_empty(),
                 _ => true,
             });
-        let empty_error = FieldError::invalid(
+        // Upstream shows the selector as Go prints its type.
+        let shown = crate::go_format::go_label_selector(selector);
+        let empty_error = FieldError::invalid_shown(
             "spec.selector",
-            selector.clone(),
+            shown.clone(),
             format!("empty selector is invalid for {}", rule.empty_for),
         );
         // Upstream's DaemonSet checks the match before the emptiness.
@@ -469,11 +471,9 @@ pub(crate) fn workload(object: &Value, rule: SelectorRule, errors: &mut Vec<Fiel
                 errors.push(empty_error);
             }
             match (parsed, rule.unusable) {
-                (None, Some(detail)) => errors.push(FieldError::invalid(
-                    "spec.selector",
-                    selector.clone(),
-                    detail,
-                )),
+                (None, Some(detail)) => {
+                    errors.push(FieldError::invalid_shown("spec.selector", shown, detail))
+                }
                 (Some(s), _) if !s.is_empty() && !s.matches(&spec["template"]) => {
                     errors.push(mismatch())
                 }
@@ -531,7 +531,14 @@ pub(crate) fn label_selector(selector: &Value, path: &str, errors: &mut Vec<Fiel
 
 /// An update keeps the selector (Deployments, ReplicaSets, DaemonSets).
 pub(crate) fn selector_unchanged(old: &Value, new: &Value, errors: &mut Vec<FieldError>) {
-    immutable(old, new, &["spec", "selector"], errors);
+    let selector = &new["spec"]["selector"];
+    if old["spec"]["selector"] != *selector {
+        errors.push(FieldError::invalid_shown(
+            "spec.selector",
+            crate::go_format::go_label_selector(selector),
+            "field is immutable",
+        ));
+    }
 }
 
 /// `path` of `new` is what it was in `old`: upstream's "field is immutable"

@@ -370,7 +370,10 @@ async fn workload_selectors_are_checked_in_upstreams_words() {
     };
     let bad_operator =
         json!({"matchExpressions": [{"key": "a", "operator": "Foo", "values": ["x"]}]});
-    let shown = bad_operator.to_string();
+    // Upstream shows the selector as Go prints a metav1.LabelSelector.
+    let shown = "v1.LabelSelector{MatchLabels:map[string]string(nil), \
+                 MatchExpressions:[]v1.LabelSelectorRequirement{v1.LabelSelectorRequirement{\
+                 Key:\"a\", Operator:\"Foo\", Values:[]string{\"x\"}}}}";
     invalid(
         s.post(
             "/apis/apps/v1/namespaces/default/deployments",
@@ -434,7 +437,9 @@ async fn workload_selectors_are_checked_in_upstreams_words() {
             )
             .await,
             &format!(
-                "{kind}.apps \"empty\" is invalid: spec.selector: Invalid value: {{}}: empty selector is invalid for {noun}"
+                "{kind}.apps \"empty\" is invalid: spec.selector: Invalid value: \
+                 v1.LabelSelector{{MatchLabels:map[string]string(nil), \
+                 MatchExpressions:[]v1.LabelSelectorRequirement(nil)}}: empty selector is invalid for {noun}"
             ),
         );
     }
@@ -792,4 +797,38 @@ async fn cron_job_schedules_and_zones_are_refused_in_upstreams_words() {
         s.created(path, cron_job(schedule, extra)).await;
         s.delete_ok(&format!("{path}/cj")).await;
     }
+}
+
+/// A selector or template labels in a refusal are shown as upstream's Go
+/// prints them (`kubectl apply` of a changed selector says this).
+#[tokio::test]
+async fn selectors_in_refusals_are_shown_as_upstream_prints_them() {
+    let s = TestServer::new().await;
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let deployment = |app: &str, labels: Value| {
+        json!({"metadata": {"name": "web"},
+            "spec": {"selector": {"matchLabels": {"app": app}},
+                "template": {"metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    };
+    invalid(
+        s.post(
+            deployments,
+            deployment("web", json!({"app": "other", "tier": "x"})),
+        )
+        .await,
+        "Deployment.apps \"web\" is invalid: spec.template.metadata.labels: Invalid value: \
+         map[string]string{\"app\":\"other\", \"tier\":\"x\"}: `selector` does not match template `labels`",
+    );
+    let created = s
+        .created(deployments, deployment("web", json!({"app": "web"})))
+        .await;
+    let mut changed = deployment("web2", json!({"app": "web2"}));
+    changed["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
+    invalid(
+        s.put(&format!("{deployments}/web"), changed).await,
+        "Deployment.apps \"web\" is invalid: spec.selector: Invalid value: \
+         v1.LabelSelector{MatchLabels:map[string]string{\"app\":\"web2\"}, \
+         MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable",
+    );
 }
