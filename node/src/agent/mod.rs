@@ -276,13 +276,15 @@ async fn run_with_runtime(
         .and_then(|l| l.local_addr().ok())
         .map(|a| a.port())
         .unwrap_or_default();
+    // A restart keeps the transition times of conditions that did not
+    // change while the node was down, as a kubelet's do.
     let mut status = registration::node_status(
         &node_name,
         &facts,
         version.as_ref(),
         &health,
         &config.eviction_hard,
-        None,
+        reported_before.as_ref(),
     );
     status.daemon_endpoints = Some(k8s_openapi::api::core::v1::NodeDaemonEndpoints {
         kubelet_endpoint: Some(k8s_openapi::api::core::v1::DaemonEndpoint {

@@ -1,13 +1,18 @@
 //! A restarted agent adopts the pods it left running: same container, no
-//! restart, status still Running.
+//! restart, status still Running; its Node keeps the conditions' transition
+//! times.
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
 use serde_json::json;
 use skiff_node::images::BUSYBOX_IMAGE;
+use skiff_testkit::eventually;
 
 use crate::harness::{
-    TestCluster, container_id, container_status, init_container_status, phase, sleeper,
+    TestCluster, container_id, container_status, init_container_status, node_condition, phase,
+    sleeper,
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -18,9 +23,37 @@ async fn a_restarted_agent_adopts_running_pods() {
         .await;
     let id = container_id(&before, "s");
     let ip = before.status.as_ref().and_then(|s| s.pod_ip.clone());
+    let nodes: Api<Node> = Api::all(cluster.client.clone());
+    let node_name = cluster.config.node_name.clone();
+    // The Ready condition's (heartbeat, transition) times.
+    let ready_times = || async {
+        let node = nodes.get(&node_name).await.expect("the node");
+        let ready = node_condition(&node, "Ready").expect("a Ready condition");
+        (
+            ready.last_heartbeat_time.clone(),
+            ready.last_transition_time.clone(),
+        )
+    };
+    let (heartbeat_before, ready_since) = ready_times().await;
+    // Times are to the second: the new agent's first write must fall in a
+    // later one to show anything.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
 
     cluster.stop_agent().await;
     cluster.start_agent().await;
+    let (_, ready_since_after) = eventually(
+        Duration::from_secs(20),
+        "the restarted agent's status",
+        || async {
+            let times = ready_times().await;
+            (times.0 != heartbeat_before).then_some(times)
+        },
+    )
+    .await;
+    assert_eq!(
+        ready_since_after, ready_since,
+        "a node Ready before and after the restart did not transition"
+    );
     // Give the new agent a few relists to act on what it found.
     tokio::time::sleep(Duration::from_secs(4)).await;
 
