@@ -5,6 +5,7 @@
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+pub mod canonical;
 pub mod syntax;
 
 /// Parses a quantity into its value times `scale` (1 for plain units, 1000

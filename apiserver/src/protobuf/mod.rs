@@ -11,8 +11,9 @@
 //! copied: both crates are ordinary dependencies.
 //!
 //! The traced shapes also say which fields are quantities
-//! ([`first_refused_quantity`]): every write of a built-in kind checks their
-//! text as upstream's decoder does, whatever format the body came in.
+//! ([`settle_quantities`]): every write of a built-in kind has their text
+//! checked as upstream's decoder checks it, and stored in upstream's
+//! canonical form, whatever format the body came in.
 
 mod debug_tree;
 mod envelope;
@@ -24,7 +25,7 @@ mod to_json;
 use serde_json::Value;
 
 pub use envelope::{Envelope, MAGIC};
-pub(crate) use quantities::first_refused as first_refused_quantity;
+pub(crate) use quantities::settle as settle_quantities;
 
 /// The media type of Kubernetes protobuf bodies.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";

@@ -1,8 +1,10 @@
 //! Which fields of a built-in object are quantities, from the traced JSON
-//! shapes, so that a write can be refused as upstream's decoder refuses it:
-//! k8s-openapi reads a quantity as any string, upstream parses it.
+//! shapes, so that a write can be refused as upstream's decoder refuses it
+//! and stored as upstream stores it: k8s-openapi reads a quantity as any
+//! string, upstream parses it and writes it back in canonical form.
 
 use serde_json::Value;
+use skiff_common::quantity::canonical;
 use skiff_common::quantity::syntax::{self, SyntaxError};
 
 use super::kinds::Kinds;
@@ -36,11 +38,18 @@ fn shape_reaches(shape: &Shape, reaches: &[bool]) -> bool {
     }
 }
 
-/// The first quantity in `object` (of the built-in `kind` in `api_version`)
-/// whose text upstream's decoder refuses; `None` for kinds it does not know.
-pub(crate) fn first_refused(api_version: &str, kind: &str, object: &Value) -> Option<SyntaxError> {
+/// Checks each quantity of `object` (of the built-in `kind` in
+/// `api_version`) as upstream's decoder parses it and writes it in the
+/// canonical form upstream stores (`0.5` as `500m`); the first refused
+/// fails it. Kinds it does not know pass untouched.
+pub(crate) fn settle(api_version: &str, kind: &str, object: &mut Value) -> Result<(), SyntaxError> {
     let kinds = Kinds::get();
-    let root = kinds.entry(api_version, kind)?.root.clone().ok()?;
+    let Some(root) = kinds
+        .entry(api_version, kind)
+        .and_then(|e| e.root.clone().ok())
+    else {
+        return Ok(());
+    };
     Walk { kinds }.object(root, object)
 }
 
@@ -49,29 +58,40 @@ struct Walk {
 }
 
 impl Walk {
-    fn object(&self, ty: usize, value: &Value) -> Option<SyntaxError> {
+    fn object(&self, ty: usize, value: &mut Value) -> Result<(), SyntaxError> {
         if !self.kinds.reaches_quantity[ty] {
-            return None;
+            return Ok(());
         }
         let schema = &self.kinds.schemas.types[ty];
-        value
-            .as_object()?
-            .iter()
-            .find_map(|(name, value)| self.value(&schema.field(name)?.shape, value))
+        let Some(fields) = value.as_object_mut() else {
+            return Ok(());
+        };
+        for (name, value) in fields {
+            if let Some(field) = schema.field(name) {
+                self.value(&field.shape, value)?;
+            }
+        }
+        Ok(())
     }
 
-    fn value(&self, shape: &Shape, value: &Value) -> Option<SyntaxError> {
+    fn value(&self, shape: &Shape, value: &mut Value) -> Result<(), SyntaxError> {
         match (shape, value) {
             // A JSON number is always a quantity's text; null is zero.
-            (Shape::Quantity, Value::String(text)) => syntax::check(text).err(),
-            (Shape::Struct(id), _) => self.object(*id, value),
-            (Shape::List(inner), Value::Array(items)) => {
-                items.iter().find_map(|item| self.value(inner, item))
+            (Shape::Quantity, Value::String(text)) => {
+                syntax::check(text)?;
+                if let Some(canonical) = canonical::canonical(text) {
+                    *text = canonical;
+                }
+                Ok(())
             }
-            (Shape::Map(inner), Value::Object(entries)) => {
-                entries.values().find_map(|entry| self.value(inner, entry))
-            }
-            _ => None,
+            (Shape::Struct(id), value) => self.object(*id, value),
+            (Shape::List(inner), Value::Array(items)) => items
+                .iter_mut()
+                .try_for_each(|item| self.value(inner, item)),
+            (Shape::Map(inner), Value::Object(entries)) => entries
+                .values_mut()
+                .try_for_each(|entry| self.value(inner, entry)),
+            _ => Ok(()),
         }
     }
 }
@@ -82,30 +102,51 @@ mod tests {
 
     use super::*;
 
+    /// `settle` of `object`: the refusal, or the object as it would be stored.
+    fn settled(api_version: &str, kind: &str, mut object: Value) -> Result<Value, SyntaxError> {
+        settle(api_version, kind, &mut object).map(|()| object)
+    }
+
     #[test]
     fn finds_quantities_wherever_a_kind_holds_them() {
         let pod = json!({"spec": {
             "containers": [{"name": "a", "resources": {"limits": {"cpu": "1", "memory": "64Mi"}}},
                            {"name": "b", "resources": {"requests": {"cpu": "abc"}}}],
             "volumes": [{"name": "v", "emptyDir": {"sizeLimit": "1Gi"}}]}});
-        assert_eq!(first_refused("v1", "Pod", &pod), Some(SyntaxError::Format));
+        assert_eq!(settled("v1", "Pod", pod), Err(SyntaxError::Format));
         let template = json!({"spec": {"template": {"spec": {"containers": [
             {"name": "a", "resources": {"limits": {"memory": "32MMi"}}}]}}}});
         assert_eq!(
-            first_refused("apps/v1", "Deployment", &template),
-            Some(SyntaxError::Suffix)
+            settled("apps/v1", "Deployment", template),
+            Err(SyntaxError::Suffix)
         );
         let claim = json!({"spec": {"resources": {"requests": {"storage": "ten"}}}});
         assert_eq!(
-            first_refused("v1", "PersistentVolumeClaim", &claim),
-            Some(SyntaxError::Format)
+            settled("v1", "PersistentVolumeClaim", claim),
+            Err(SyntaxError::Format)
         );
-        let quota = json!({"spec": {"hard": {"pods": "10", "requests.cpu": 4}}});
-        assert_eq!(first_refused("v1", "ResourceQuota", &quota), None);
         // Strings that are not quantities elsewhere are no concern of this.
         let config = json!({"data": {"cpu": "abc"}});
-        assert_eq!(first_refused("v1", "ConfigMap", &config), None);
-        assert_eq!(first_refused("v1", "NoSuchKind", &pod), None);
+        assert_eq!(settled("v1", "ConfigMap", config.clone()), Ok(config));
+        assert!(settled("v1", "NoSuchKind", json!({"spec": 1})).is_ok());
+    }
+
+    #[test]
+    fn quantities_are_stored_in_canonical_form() {
+        let quota = json!({"spec": {"hard": {"pods": "10", "requests.cpu": "0.5", "limits.memory": "1.5Gi"}}});
+        assert_eq!(
+            settled("v1", "ResourceQuota", quota),
+            Ok(
+                json!({"spec": {"hard": {"pods": "10", "requests.cpu": "500m", "limits.memory": "1536Mi"}}})
+            )
+        );
+        let pod = json!({"metadata": {"name": "0.5"}, "spec": {"containers": [
+            {"name": "a", "image": "0.5", "resources": {"requests": {"memory": "1e8"}}}]}});
+        assert_eq!(
+            settled("v1", "Pod", pod),
+            Ok(json!({"metadata": {"name": "0.5"}, "spec": {"containers": [
+                {"name": "a", "image": "0.5", "resources": {"requests": {"memory": "100e6"}}}]}}))
+        );
     }
 
     #[test]

@@ -282,16 +282,16 @@ impl ResourceInfo {
     /// Checks the object's shape against the typed struct and normalises it;
     /// a custom object comes back pruned to its schema, so what the round
     /// trip drops is what field validation calls unknown. A built-in kind's
-    /// quantities must also parse as upstream parses them.
+    /// quantities must also parse as upstream parses them, and come back in
+    /// its canonical form.
     pub fn roundtrip(&self, object: &Value) -> Result<Value, String> {
         if let Some(custom) = &self.custom {
             return Ok(custom.pruned(object));
         }
-        let typed = (self.roundtrip)(object)?;
-        match crate::protobuf::first_refused_quantity(&self.api_version(), self.kind, object) {
-            Some(refused) => Err(refused.to_string()),
-            None => Ok(typed),
-        }
+        let mut typed = (self.roundtrip)(object)?;
+        crate::protobuf::settle_quantities(&self.api_version(), self.kind, &mut typed)
+            .map_err(|refused| refused.to_string())?;
+        Ok(typed)
     }
 
     /// The objects of `request` as a Table with this resource's columns.

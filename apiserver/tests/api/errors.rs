@@ -711,10 +711,20 @@ async fn quantities_that_do_not_parse_are_400_as_upstream_decodes_them() {
     assert_eq!(s.keys().await, before, "refused writes store nothing");
 
     // Numbers and every notation upstream reads are quantities.
-    s.created(pods, pod(json!(1))).await;
-    s.delete_ok(&format!("{pods}/sized")).await;
-    s.created(pods, pod(json!("1.5e3"))).await;
-    s.delete_ok(&format!("{pods}/sized")).await;
+    // ...and are stored in upstream's canonical form.
+    for (written, stored) in [
+        (json!(1), "1"),
+        (json!("1.5e3"), "1500"),
+        (json!(0.5), "500m"),
+        (json!("0.25"), "250m"),
+    ] {
+        let created = s.created(pods, pod(written.clone())).await;
+        assert_eq!(
+            created["spec"]["containers"][0]["resources"]["requests"]["cpu"], stored,
+            "{written}"
+        );
+        s.delete_ok(&format!("{pods}/sized")).await;
+    }
     let created = s.created(quotas, quota(json!(10))).await;
     let mut replaced = quota(json!("1 0"));
     replaced["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();

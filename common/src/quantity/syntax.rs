@@ -6,6 +6,8 @@
 //! This only answers "would upstream decode it"; the value itself is read by
 //! [`super::parse_scaled`].
 
+use crate::amount::Format;
+
 /// Why text is not a quantity; the messages are upstream's, since clients
 /// and users match on them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -24,14 +26,15 @@ pub enum SyntaxError {
 }
 
 /// The pieces upstream splits a quantity into.
-struct Parts<'a> {
+pub(super) struct Parts<'a> {
     /// Sign, digits and decimal point as written (`-01.5`).
-    value: &'a str,
+    pub(super) value: &'a str,
     /// Integer digits without leading zeros (`"0"` when none are left).
-    num: &'a str,
+    pub(super) num: &'a str,
     /// Fraction digits.
-    denom: &'a str,
-    suffix: &'a str,
+    pub(super) denom: &'a str,
+    /// The unit suffix or exponent (`Mi`, `m`, `e3`).
+    pub(super) suffix: &'a str,
 }
 
 /// Checks `text` (a JSON string's content; surrounding white space is
@@ -42,7 +45,8 @@ pub fn check(text: &str) -> Result<(), SyntaxError> {
         return Err(SyntaxError::Format);
     }
     let parts = split(text)?;
-    let (binary, exponent) = interpret(parts.suffix).ok_or(SyntaxError::Suffix)?;
+    let (notation, exponent) = interpret(parts.suffix).ok_or(SyntaxError::Suffix)?;
+    let binary = notation == Format::BinarySi;
     // Upstream reads a value that fits its fast path as an integer of the
     // digits alone; anything else goes through a decimal parser, which
     // needs at least one digit in `value`.
@@ -66,7 +70,7 @@ pub fn check(text: &str) -> Result<(), SyntaxError> {
 
 /// Upstream's scan: sign, leading zeros, integer digits, an optional point
 /// and fraction, suffix letters, then an optional signed exponent.
-fn split(text: &str) -> Result<Parts<'_>, SyntaxError> {
+pub(super) fn split(text: &str) -> Result<Parts<'_>, SyntaxError> {
     let bytes = text.as_bytes();
     let digits_from = |start: usize| {
         start
@@ -118,42 +122,46 @@ fn split(text: &str) -> Result<Parts<'_>, SyntaxError> {
     })
 }
 
-/// Whether the suffix is binary, and its exponent (of 2 or of 10); `None`
-/// for a suffix that names nothing.
-fn interpret(suffix: &str) -> Option<(bool, i32)> {
-    const DECIMAL: [(&str, i32); 10] = [
-        ("n", -9),
-        ("u", -6),
-        ("m", -3),
-        ("", 0),
-        ("k", 3),
-        ("M", 6),
-        ("G", 9),
-        ("T", 12),
-        ("P", 15),
-        ("E", 18),
-    ];
-    const BINARY: [(&str, i32); 6] = [
-        ("Ki", 10),
-        ("Mi", 20),
-        ("Gi", 30),
-        ("Ti", 40),
-        ("Pi", 50),
-        ("Ei", 60),
-    ];
+/// The decimal suffixes and their exponents of 10.
+pub(super) const DECIMAL_SUFFIXES: [(&str, i32); 10] = [
+    ("n", -9),
+    ("u", -6),
+    ("m", -3),
+    ("", 0),
+    ("k", 3),
+    ("M", 6),
+    ("G", 9),
+    ("T", 12),
+    ("P", 15),
+    ("E", 18),
+];
+
+/// The binary suffixes and their exponents of 2.
+pub(super) const BINARY_SUFFIXES: [(&str, i32); 6] = [
+    ("Ki", 10),
+    ("Mi", 20),
+    ("Gi", 30),
+    ("Ti", 40),
+    ("Pi", 50),
+    ("Ei", 60),
+];
+
+/// The suffix's notation and exponent (of 2 for binary suffixes, else of
+/// 10); `None` for a suffix that names nothing.
+pub(super) fn interpret(suffix: &str) -> Option<(Format, i32)> {
     let find = |table: &[(&str, i32)]| table.iter().find(|(s, _)| *s == suffix).map(|e| e.1);
-    if let Some(exponent) = find(&DECIMAL) {
-        return Some((false, exponent));
+    if let Some(exponent) = find(&DECIMAL_SUFFIXES) {
+        return Some((Format::DecimalSi, exponent));
     }
-    if let Some(exponent) = find(&BINARY) {
-        return Some((true, exponent));
+    if let Some(exponent) = find(&BINARY_SUFFIXES) {
+        return Some((Format::BinarySi, exponent));
     }
     let exponent = suffix
         .strip_prefix(['e', 'E'])
         .filter(|rest| !rest.is_empty())?;
     // Upstream parses an int64 and then keeps its low 32 bits.
     let parsed: i64 = exponent.parse().ok()?;
-    Some((false, parsed as i32))
+    Some((Format::DecimalExponent, parsed as i32))
 }
 
 #[cfg(test)]
