@@ -1,6 +1,7 @@
 //! Resource quantities (`250m`, `1.5Gi`, `1e3`) as quota, limit ranges, the
-//! scheduler and the node read them, their canonical printing, and the
-//! decoder's syntax check agreeing with what they read.
+//! scheduler and the node read them, their canonical printing, the
+//! decoder's syntax check agreeing with what they read, and the canonical
+//! form the API server stores.
 #![no_main]
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -19,6 +20,22 @@ fuzz_target!(|data: &[u8]| {
     // Whatever skiff reads as a quantity, the API server's decoder lets in.
     if milli.is_some() {
         assert_eq!(quantity::syntax::check(text), Ok(()), "{text:?}");
+    }
+    // The canonical form the API server stores is a quantity, canonical
+    // itself, and of the same value.
+    if let Some(stored) = quantity::canonical::canonical(text) {
+        assert_eq!(quantity::syntax::check(&stored), Ok(()), "{text:?} as {stored:?}");
+        assert_eq!(
+            quantity::canonical::canonical(&stored).as_deref(),
+            Some(stored.as_str()),
+            "{text:?} as {stored:?}"
+        );
+        if let (Some(before), Some(after)) = (
+            quantity::parse_scaled(text, 1_000_000_000),
+            quantity::parse_scaled(&stored, 1_000_000_000),
+        ) {
+            assert_eq!(before, after, "{text:?} as {stored:?}");
+        }
     }
     let Some(amount) = Amount::parse(text) else {
         assert!(
