@@ -76,11 +76,16 @@ impl Walk {
 
     fn value(&self, shape: &Shape, value: &mut Value) -> Result<(), SyntaxError> {
         match (shape, value) {
-            // A JSON number is always a quantity's text; null is zero.
-            (Shape::Quantity, Value::String(text)) => {
-                syntax::check(text)?;
-                if let Some(canonical) = canonical::canonical(text) {
-                    *text = canonical;
+            // A JSON number's text is a quantity's too (null is zero).
+            (Shape::Quantity, value) => {
+                let text = match value {
+                    Value::String(text) => text.clone(),
+                    Value::Number(number) => number.to_string(),
+                    _ => return Ok(()),
+                };
+                syntax::check(&text)?;
+                if let Some(canonical) = canonical::canonical(&text) {
+                    *value = Value::String(canonical);
                 }
                 Ok(())
             }
@@ -141,11 +146,11 @@ mod tests {
             )
         );
         let pod = json!({"metadata": {"name": "0.5"}, "spec": {"containers": [
-            {"name": "a", "image": "0.5", "resources": {"requests": {"memory": "1e8"}}}]}});
+            {"name": "a", "image": "0.5", "resources": {"requests": {"memory": "1e8", "cpu": 2}}}]}});
         assert_eq!(
             settled("v1", "Pod", pod),
             Ok(json!({"metadata": {"name": "0.5"}, "spec": {"containers": [
-                {"name": "a", "image": "0.5", "resources": {"requests": {"memory": "100e6"}}}]}}))
+                {"name": "a", "image": "0.5", "resources": {"requests": {"memory": "100e6", "cpu": "2"}}}]}}))
         );
     }
 

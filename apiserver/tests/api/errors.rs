@@ -726,6 +726,14 @@ async fn quantities_that_do_not_parse_are_400_as_upstream_decodes_them() {
         s.delete_ok(&format!("{pods}/sized")).await;
     }
     let created = s.created(quotas, quota(json!(10))).await;
+    // The same amount written otherwise is no change at all.
+    let mut same = quota(json!("10.000"));
+    same["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
+    let unchanged = s.put_ok(&format!("{quotas}/q"), same).await;
+    assert_eq!(
+        unchanged["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"],
+        "{unchanged}"
+    );
     let mut replaced = quota(json!("1 0"));
     replaced["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
     let body = s
