@@ -133,6 +133,10 @@ fn reset_status_on_create(info: &ResourceInfo, object: &mut Value) {
 /// Carries what a main-resource update may not change from `old` into `new`,
 /// and bumps generation when the spec changed.
 pub(crate) fn prepare_update(info: &ResourceInfo, old: &Value, new: &mut Value) {
+    // As decoded upstream: quantities in canonical form, so `0.5` for a
+    // stored `500m` is no spec change. (One that does not parse is refused
+    // by validation.)
+    let _ = crate::protobuf::settle_quantities(&info.api_version(), info.kind, new);
     carry_system_metadata(old, new);
     info.strategy.apply_defaults(info, new);
     if info.has(Subresource::Status) {

@@ -89,8 +89,8 @@ pub(crate) async fn admit_update<'a>(
         crate::admission_plugins::webhook::mutate(inner, &attributes, &mut new).await?;
     }
     // Compared as upstream compares, after decoding: a quantity written
-    // `0.5` is the `500m` stored, and no change. (A quantity that does not
-    // parse is refused by `validated` below.)
+    // `0.5` (here by a mutating webhook) is the `500m` stored, and no
+    // change. (A quantity that does not parse is refused by `validated`.)
     let _ = crate::protobuf::settle_quantities(&info.api_version(), info.kind, &mut new);
     if comparable(&new) == comparable(old) {
         return Ok(Next::Done(old.clone()));

@@ -726,7 +726,8 @@ async fn quantities_that_do_not_parse_are_400_as_upstream_decodes_them() {
         s.delete_ok(&format!("{pods}/sized")).await;
     }
     let created = s.created(quotas, quota(json!(10))).await;
-    // The same amount written otherwise is no change at all.
+    // The same amount written otherwise is no change at all: not stored
+    // again, and no new generation of a Deployment's spec.
     let mut same = quota(json!("10.000"));
     same["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
     let unchanged = s.put_ok(&format!("{quotas}/q"), same).await;
@@ -734,6 +735,20 @@ async fn quantities_that_do_not_parse_are_400_as_upstream_decodes_them() {
         unchanged["metadata"]["resourceVersion"], created["metadata"]["resourceVersion"],
         "{unchanged}"
     );
+    let deployments = "/apis/apps/v1/namespaces/default/deployments";
+    let mut sized = json!({"metadata": {"name": "sized"}, "spec": {
+        "selector": {"matchLabels": {"app": "s"}},
+        "template": {"metadata": {"labels": {"app": "s"}}, "spec": {"containers": [
+            {"name": "c", "image": "i", "resources": {"requests": {"cpu": "0.5"}}}]}}}});
+    let first = s.created(deployments, sized.clone()).await;
+    sized["metadata"]["resourceVersion"] = first["metadata"]["resourceVersion"].clone();
+    let again = s.put_ok(&format!("{deployments}/sized"), sized).await;
+    for field in ["resourceVersion", "generation"] {
+        assert_eq!(
+            again["metadata"][field], first["metadata"][field],
+            "{field}"
+        );
+    }
     let mut replaced = quota(json!("1 0"));
     replaced["metadata"]["resourceVersion"] = created["metadata"]["resourceVersion"].clone();
     let body = s
