@@ -48,13 +48,18 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    /// `field` is missing.
-    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+    /// The error `kind` at `field`, with `detail` after the kind's words.
+    fn at(field: impl Into<String>, kind: FieldErrorKind, detail: impl Into<String>) -> Self {
         Self {
             field: field.into(),
-            kind: FieldErrorKind::Required,
+            kind,
             detail: detail.into(),
         }
+    }
+
+    /// `field` is missing.
+    pub fn required(field: impl Into<String>, detail: impl Into<String>) -> Self {
+        Self::at(field, FieldErrorKind::Required, detail)
     }
 
     /// `field` holds `value`, which is not allowed.
@@ -63,61 +68,42 @@ impl FieldError {
         value: impl Into<Value>,
         detail: impl Into<String>,
     ) -> Self {
-        Self {
-            field: field.into(),
-            kind: FieldErrorKind::Invalid(value.into()),
-            detail: detail.into(),
-        }
+        Self::at(field, FieldErrorKind::Invalid(value.into()), detail)
     }
 
-    /// `field` holds a value that is not allowed, shown as `shown`.
-    pub fn invalid_shown(
-        field: impl Into<String>,
-        shown: impl Into<String>,
-        detail: impl Into<String>,
-    ) -> Self {
-        Self {
-            field: field.into(),
-            kind: FieldErrorKind::InvalidShown(shown.into()),
-            detail: detail.into(),
-        }
+    /// This Invalid error with its value shown as `shown`: how upstream's
+    /// Go prints the value's type, where that differs from its JSON.
+    pub fn shown_as(self, shown: impl Into<String>) -> Self {
+        let kind = match self.kind {
+            FieldErrorKind::Invalid(_) => FieldErrorKind::InvalidShown(shown.into()),
+            other => other,
+        };
+        Self { kind, ..self }
     }
 
     /// `field` may not be set, or not changed.
     pub fn forbidden(field: impl Into<String>, detail: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            kind: FieldErrorKind::Forbidden,
-            detail: detail.into(),
-        }
+        Self::at(field, FieldErrorKind::Forbidden, detail)
     }
 
     /// `field` holds more than `max` bytes (upstream's TooLong, which
     /// never shows the value).
     pub fn too_long(field: impl Into<String>, max: usize) -> Self {
-        Self {
-            field: field.into(),
-            kind: FieldErrorKind::TooLong(Value::Null),
-            detail: format!("must have at most {max} bytes"),
-        }
+        Self::at(
+            field,
+            FieldErrorKind::TooLong(Value::Null),
+            format!("must have at most {max} bytes"),
+        )
     }
 
     /// `value` appears twice in `field`.
     pub fn duplicate(field: impl Into<String>, value: impl Into<Value>) -> Self {
-        Self {
-            field: field.into(),
-            kind: FieldErrorKind::Duplicate(value.into()),
-            detail: String::new(),
-        }
+        Self::at(field, FieldErrorKind::Duplicate(value.into()), "")
     }
 
     /// `field` names `value`, which does not exist.
     pub fn not_found(field: impl Into<String>, value: impl Into<Value>) -> Self {
-        Self {
-            field: field.into(),
-            kind: FieldErrorKind::NotFound(value.into()),
-            detail: String::new(),
-        }
+        Self::at(field, FieldErrorKind::NotFound(value.into()), "")
     }
 
     /// `field` holds `value`, which is not one of `supported`.
@@ -126,14 +112,12 @@ impl FieldError {
         value: impl Into<Value>,
         supported: &[&str],
     ) -> Self {
-        Self {
-            field: field.into(),
-            kind: FieldErrorKind::NotSupported {
-                value: value.into(),
-                supported: supported.iter().map(|s| s.to_string()).collect(),
-            },
-            detail: String::new(),
-        }
+        let supported = supported.iter().map(|s| s.to_string()).collect();
+        let kind = FieldErrorKind::NotSupported {
+            value: value.into(),
+            supported,
+        };
+        Self::at(field, kind, "")
     }
 
     /// The `reason` of the Status cause, as upstream names it.

@@ -427,11 +427,13 @@ pub(crate) fn workload(object: &Value, rule: SelectorRule, errors: &mut Vec<Fiel
     }
     let selector = &spec["selector"];
     let mismatch = || {
-        FieldError::invalid_shown(
+        let labels = &spec["template"]["metadata"]["labels"];
+        FieldError::invalid(
             "spec.template.metadata.labels",
-            crate::go_format::go_string_map(&spec["template"]["metadata"]["labels"]),
+            labels.clone(),
             "`selector` does not match template `labels`",
         )
+        .shown_as(crate::go_format::go_string_map(labels))
     };
     if selector.is_null() {
         errors.push(if rule.required {
@@ -453,11 +455,12 @@ pub(crate) fn workload(object: &Value, rule: SelectorRule, errors: &mut Vec<Fiel
             });
         // Upstream shows the selector as Go prints its type.
         let shown = crate::go_format::go_label_selector(selector);
-        let empty_error = FieldError::invalid_shown(
+        let empty_error = FieldError::invalid(
             "spec.selector",
-            shown.clone(),
+            selector.clone(),
             format!("empty selector is invalid for {}", rule.empty_for),
-        );
+        )
+        .shown_as(shown.clone());
         // Upstream's DaemonSet checks the match before the emptiness.
         if rule.unusable.is_none() {
             if parsed.is_some_and(|s| !s.matches(&spec["template"])) {
@@ -471,9 +474,9 @@ pub(crate) fn workload(object: &Value, rule: SelectorRule, errors: &mut Vec<Fiel
                 errors.push(empty_error);
             }
             match (parsed, rule.unusable) {
-                (None, Some(detail)) => {
-                    errors.push(FieldError::invalid_shown("spec.selector", shown, detail))
-                }
+                (None, Some(detail)) => errors.push(
+                    FieldError::invalid("spec.selector", selector.clone(), detail).shown_as(shown),
+                ),
                 (Some(s), _) if !s.is_empty() && !s.matches(&spec["template"]) => {
                     errors.push(mismatch())
                 }
@@ -533,11 +536,10 @@ pub(crate) fn label_selector(selector: &Value, path: &str, errors: &mut Vec<Fiel
 pub(crate) fn selector_unchanged(old: &Value, new: &Value, errors: &mut Vec<FieldError>) {
     let selector = &new["spec"]["selector"];
     if old["spec"]["selector"] != *selector {
-        errors.push(FieldError::invalid_shown(
-            "spec.selector",
-            crate::go_format::go_label_selector(selector),
-            "field is immutable",
-        ));
+        errors.push(
+            FieldError::invalid("spec.selector", selector.clone(), "field is immutable")
+                .shown_as(crate::go_format::go_label_selector(selector)),
+        );
     }
 }
 
