@@ -81,11 +81,13 @@ pub trait TableSources {
 
 /// Runs one component's table until `stop` is raised, the loop the service
 /// proxy and the network policy controller share (they differ only in what
-/// they watch and render): sets the host sysctls when asked, starts the
-/// sources with `start_sources` (which has them notify the `Notify` it is given
-/// on every change), waits for their caches, then keeps `ruleset(&sources)`
-/// applied with [`keep_applied`]. Once stopped, removes the table when
-/// `sync.remove_on_stop`. A stop before the caches synced is a clean stop.
+/// they watch and render): starts the sources with `start_sources` (which
+/// has them notify the `Notify` it is given on every change), waits for
+/// their caches, then keeps `ruleset(&sources)` applied with
+/// [`keep_applied`], which also sets the host sysctls when asked. Once
+/// stopped, removes the table when `sync.remove_on_stop`, and puts back the
+/// sysctls that were only safe beside it. A stop before the caches synced
+/// is a clean stop.
 pub async fn run<S, E>(
     kind: &TableKind,
     sync: &TableSync,
@@ -96,11 +98,7 @@ pub async fn run<S, E>(
 where
     S: TableSources,
 {
-    let set = if sync.host_sysctls {
-        sysctl::ensure(kind.sysctls, kind.sysctls_purpose)
-    } else {
-        Vec::new()
-    };
+    let mut set = Vec::new();
     let result = async {
         let changed = Arc::new(Notify::new());
         let sources = start_sources(changed.clone())?;
@@ -108,7 +106,7 @@ where
             _ = sources.wait_for_sync() => {}
             _ = stop.wait_for(|s| *s) => return Ok(()),
         }
-        keep_applied(kind, sync, changed, stop, || ruleset(&sources)).await;
+        keep_applied(kind, sync, changed, stop, &mut set, || ruleset(&sources)).await;
         Ok(())
     }
     .await;
@@ -158,12 +156,17 @@ async fn undo_sysctls(kind: &TableKind, nft: &Nft, set: Vec<(&'static str, Strin
 
 /// Applies `ruleset()` to `sync.table` as described in the module doc
 /// until `stop` is raised. A failed sync is retried soon, backing off up to the resync
-/// period.
+/// period. When `sync.host_sysctls`, the kind's sysctls are set once a
+/// whole table is in place and checked again at each resync (another
+/// instance stopping may have put one back); what they were is added to
+/// `set`. Set only beside the table, a sysctl that needs its rules (the
+/// proxy's `route_localnet`) is never on without them.
 pub async fn keep_applied(
     kind: &TableKind,
     sync: &TableSync,
     changed: Arc<Notify>,
     stop: watch::Receiver<bool>,
+    set: &mut Vec<(&'static str, String)>,
     mut ruleset: impl FnMut() -> Ruleset,
 ) {
     let new_applier = || Applier::new(sync.nft.clone(), kind.family, sync.table.clone());
@@ -206,6 +209,9 @@ pub async fn keep_applied(
         match result {
             Ok(how) => {
                 failures = 0;
+                if sync.host_sysctls && (periodic || how == Applied::Full) {
+                    set.extend(sysctl::ensure(kind.sysctls, kind.sysctls_purpose));
+                }
                 if how != Applied::Unchanged {
                     tracing::debug!(
                         ?how,
