@@ -6,6 +6,7 @@
 //! difference from what was last applied, as one transaction; the first,
 //! and any after a failure or a tampered table, replace the whole table.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -98,7 +99,6 @@ pub async fn run<S, E>(
 where
     S: TableSources,
 {
-    let mut set = Vec::new();
     let result = async {
         let changed = Arc::new(Notify::new());
         let sources = start_sources(changed.clone())?;
@@ -106,36 +106,30 @@ where
             _ = sources.wait_for_sync() => {}
             _ = stop.wait_for(|s| *s) => return Ok(()),
         }
-        keep_applied(kind, sync, changed, stop, &mut set, || ruleset(&sources)).await;
+        keep_applied(kind, sync, changed, stop, || ruleset(&sources)).await;
         Ok(())
     }
     .await;
     if sync.remove_on_stop {
         remove_table(sync.nft.clone(), kind.family, sync.table.clone(), kind.what).await;
-        undo_sysctls(kind, &sync.nft, set).await;
+        if sync.host_sysctls {
+            undo_sysctls(kind, &sync.nft, Path::new(sysctl::MEMO_DIR)).await;
+        }
     }
     result
 }
 
-/// Puts back what `set` changed of [`TableKind::sysctls_undone_on_stop`],
-/// unless the rules that make it safe are still there in another table.
-async fn undo_sysctls(kind: &TableKind, nft: &Nft, set: Vec<(&'static str, String)>) {
-    let undone: Vec<(&'static str, String, &'static str)> = set
-        .into_iter()
-        .filter_map(|(path, earlier)| {
-            let (_, marker) = kind
-                .sysctls_undone_on_stop
-                .iter()
-                .find(|(undone, _)| *undone == path)?;
-            Some((path, earlier, *marker))
-        })
-        .collect();
-    if undone.is_empty() {
+/// Puts back the sysctls of [`TableKind::sysctls_undone_on_stop`] to the
+/// values remembered in `memo_dir` from before any instance changed them,
+/// unless the rules that make them safe are still there in another table
+/// (another instance's, which keeps relying on them; the last one to stop
+/// puts them back).
+async fn undo_sysctls(kind: &TableKind, nft: &Nft, memo_dir: &Path) {
+    if kind.sysctls_undone_on_stop.is_empty() {
         return;
     }
     let nft = nft.clone();
-    let listed = tokio::task::spawn_blocking(move || nft.list_ruleset()).await;
-    let ruleset = match listed {
+    let ruleset = match tokio::task::spawn_blocking(move || nft.list_ruleset()).await {
         Ok(Ok(text)) => text,
         Ok(Err(error)) => {
             tracing::warn!(%error, "listing the ruleset; sysctls left as they are");
@@ -146,27 +140,26 @@ async fn undo_sysctls(kind: &TableKind, nft: &Nft, set: Vec<(&'static str, Strin
             return;
         }
     };
-    sysctl::restore(
-        undone
-            .into_iter()
-            .filter(|(_, _, marker)| !ruleset.contains(marker))
-            .map(|(path, earlier, _)| (path, earlier)),
-    );
+    for (path, marker) in kind.sysctls_undone_on_stop {
+        if !ruleset.contains(marker) {
+            sysctl::restore_remembered(memo_dir, path);
+        }
+    }
 }
 
 /// Applies `ruleset()` to `sync.table` as described in the module doc
 /// until `stop` is raised. A failed sync is retried soon, backing off up to the resync
 /// period. When `sync.host_sysctls`, the kind's sysctls are set once a
 /// whole table is in place and checked again at each resync (another
-/// instance stopping may have put one back); what they were is added to
-/// `set`. Set only beside the table, a sysctl that needs its rules (the
-/// proxy's `route_localnet`) is never on without them.
+/// instance stopping may have put one back). Set only beside the table, a
+/// sysctl that needs its rules (the proxy's `route_localnet`) is never on
+/// without them; what such a sysctl was before is remembered on the host
+/// ([`sysctl::MEMO_DIR`]) for the last instance to stop.
 pub async fn keep_applied(
     kind: &TableKind,
     sync: &TableSync,
     changed: Arc<Notify>,
     stop: watch::Receiver<bool>,
-    set: &mut Vec<(&'static str, String)>,
     mut ruleset: impl FnMut() -> Ruleset,
 ) {
     let new_applier = || Applier::new(sync.nft.clone(), kind.family, sync.table.clone());
@@ -210,7 +203,11 @@ pub async fn keep_applied(
             Ok(how) => {
                 failures = 0;
                 if sync.host_sysctls && (periodic || how == Applied::Full) {
-                    set.extend(sysctl::ensure(kind.sysctls, kind.sysctls_purpose));
+                    for (path, earlier) in sysctl::ensure(kind.sysctls, kind.sysctls_purpose) {
+                        if kind.sysctls_undone_on_stop.iter().any(|(p, _)| *p == path) {
+                            sysctl::remember(Path::new(sysctl::MEMO_DIR), path, &earlier);
+                        }
+                    }
                 }
                 if how != Applied::Unchanged {
                     tracing::debug!(
@@ -267,15 +264,16 @@ mod tests {
         assert!(status.success(), "ip netns {args:?}");
     }
 
-    /// A setting only safe beside certain rules goes back to its earlier
-    /// value at a clean stop, but not while another table still holds
-    /// those rules (another instance on the host relies on it). Needs root.
+    /// A setting only safe beside certain rules goes back to its value from
+    /// before any instance changed it, by the last instance to stop: not
+    /// while another table still holds those rules. Needs root.
     #[tokio::test]
-    async fn a_setting_is_put_back_unless_another_table_still_needs_it() {
+    async fn a_setting_is_put_back_by_the_last_instance_to_stop() {
         let ns = format!("sku-{}", std::process::id());
         ip_netns(&["add", &ns]);
         let nft = Nft::in_netns(ns.clone());
         let dir = tempfile::tempdir().expect("temp dir");
+        let memo = dir.path().join("memo");
         let guarded = setting(&dir, "guarded", "0");
         let marker = "ip saddr != 127.0.0.0/8";
         let kind = TableKind {
@@ -286,20 +284,30 @@ mod tests {
             sysctls_purpose: "the test",
             sysctls_undone_on_stop: Box::leak(vec![(guarded, marker)].into_boxed_slice()),
         };
-        let set = sysctl::ensure(&[(guarded, "1")], "the test");
-        assert_eq!(set, [(guarded, "0".to_string())]);
         let read = || std::fs::read_to_string(guarded).expect("read the setting");
+        // The first instance changes it and remembers 0; a second finds it
+        // on already and remembers nothing new.
+        for _ in 0..2 {
+            for (path, earlier) in sysctl::ensure(&[(guarded, "1")], "the test") {
+                sysctl::remember(&memo, path, &earlier);
+            }
+        }
+        assert_eq!(read(), "1");
 
         nft.apply(&format!(
             "add table ip other\nadd chain ip other c\nadd rule ip other c {marker} counter\n"
         ))
         .expect("another instance's table");
-        undo_sysctls(&kind, &nft, set.clone()).await;
+        undo_sysctls(&kind, &nft, &memo).await;
         assert_eq!(read(), "1", "kept while another table holds the rules");
 
         nft.delete_table(Family::Ip, "other").expect("delete it");
-        undo_sysctls(&kind, &nft, set).await;
+        undo_sysctls(&kind, &nft, &memo).await;
         assert_eq!(read(), "0", "put back once nothing holds them");
+        // What was remembered is gone with it: an admin's later 1 stays.
+        std::fs::write(guarded, "1").expect("set by hand");
+        undo_sysctls(&kind, &nft, &memo).await;
+        assert_eq!(read(), "1", "nothing remembered, nothing put back");
         ip_netns(&["del", &ns]);
     }
 }

@@ -40,11 +40,39 @@ pub fn ensure(settings: &[(&'static str, &str)], purpose: &str) -> Vec<(&'static
     changed
 }
 
-/// Puts back the values [`ensure`] replaced.
-pub fn restore(settings: impl IntoIterator<Item = (&'static str, String)>) {
-    for (path, value) in settings {
-        if let Err(error) = std::fs::write(path, &value) {
-            tracing::warn!(path, %error, "cannot restore sysctl");
+/// Where the values some sysctls had before any skiff on the host changed
+/// them are kept, one file per sysctl, so the last instance to stop can
+/// put them back whichever started first (`/run`: gone at a reboot, as the
+/// settings are).
+pub const MEMO_DIR: &str = "/run/skiff/sysctl";
+
+fn memo_file(memo_dir: &Path, path: &str) -> std::path::PathBuf {
+    memo_dir.join(path.trim_start_matches('/').replace('/', "."))
+}
+
+/// Remembers `earlier` as `path`'s value before skiff, unless a value is
+/// remembered already (that one is older).
+pub fn remember(memo_dir: &Path, path: &str, earlier: &str) {
+    let memo = memo_file(memo_dir, path);
+    if memo.exists() {
+        return;
+    }
+    let written = std::fs::create_dir_all(memo_dir).and_then(|()| std::fs::write(&memo, earlier));
+    if let Err(error) = written {
+        tracing::warn!(memo = %memo.display(), %error, "cannot remember a sysctl's value");
+    }
+}
+
+/// Puts back the value remembered for `path`, if any, and forgets it.
+pub fn restore_remembered(memo_dir: &Path, path: &str) {
+    let memo = memo_file(memo_dir, path);
+    let Ok(earlier) = std::fs::read_to_string(&memo) else {
+        return;
+    };
+    match std::fs::write(path, earlier.trim()) {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&memo);
         }
+        Err(error) => tracing::warn!(path, %error, "cannot restore sysctl"),
     }
 }
