@@ -161,6 +161,21 @@ fn node(cluster: &Cluster, name: &str) -> serde_json::Value {
     json(&cluster.kubectl_ok(&["get", "node", name, "-o", "json"]))
 }
 
+/// Node `name` once its agent has published its end of the pod network
+/// (a moment after it reports Ready).
+fn published_node(cluster: &Cluster, name: &str) -> serde_json::Value {
+    eventually(
+        Duration::from_secs(30),
+        &format!("{name} publishes its pod network end"),
+        || {
+            let found = node(cluster, name);
+            found["metadata"]["annotations"]["flannel.alpha.coreos.com/backend-type"]
+                .is_string()
+                .then_some(found)
+        },
+    )
+}
+
 /// The address of the peer that connects to `listener` while `connect`
 /// runs (a pod dialing out of the cluster).
 fn peer_of_next_connection(listener: &TcpListener, connect: impl FnOnce()) -> String {
@@ -195,7 +210,7 @@ fn multi_node_vxlan_pods_services_dns_failover_and_node_names() {
 
     // Each node publishes its VTEP; each routes to the other's pod CIDR
     // through the VXLAN device.
-    let node_b = node(&cluster, &b);
+    let node_b = published_node(&cluster, &b);
     let annotations = &node_b["metadata"]["annotations"];
     assert_eq!(
         annotations["flannel.alpha.coreos.com/backend-type"],
@@ -451,7 +466,7 @@ fn multi_node_host_gw_routes_pods_across_nodes() {
         cluster.agents[1].node.clone(),
     );
     let netns_a = cluster.agents[0].netns.clone();
-    let node_b = node(&cluster, &b);
+    let node_b = published_node(&cluster, &b);
     assert_eq!(
         node_b["metadata"]["annotations"]["flannel.alpha.coreos.com/backend-type"],
         "host-gw"
