@@ -46,8 +46,20 @@ pub fn ensure(settings: &[(&'static str, &str)], purpose: &str) -> Vec<(&'static
 /// settings are).
 pub const MEMO_DIR: &str = "/run/skiff/sysctl";
 
+/// The memo of `path` in this network namespace: `/proc/sys/net` is each
+/// namespace's own (nodes of a multi-node test run in their own), while
+/// the memo directory is the host's.
 fn memo_file(memo_dir: &Path, path: &str) -> std::path::PathBuf {
-    memo_dir.join(path.trim_start_matches('/').replace('/', "."))
+    let namespace = std::fs::read_link("/proc/self/ns/net")
+        .map(|link| {
+            link.to_string_lossy()
+                .chars()
+                .filter(char::is_ascii_digit)
+                .collect::<String>()
+        })
+        .unwrap_or_default();
+    let name = path.trim_start_matches('/').replace('/', ".");
+    memo_dir.join(format!("{namespace}-{name}"))
 }
 
 /// Remembers `earlier` as `path`'s value before skiff, unless a value is
