@@ -129,12 +129,12 @@ async fn undo_sysctls(kind: &TableKind, nft: &Nft, memo_dir: &Path) {
         return;
     }
     let nft = nft.clone();
-    let ruleset = match tokio::task::spawn_blocking(move || nft.list_ruleset()).await {
-        Ok(Ok(text)) => text,
-        Ok(Err(error)) => {
-            tracing::warn!(%error, "listing the ruleset; sysctls left as they are");
-            return;
-        }
+    let listed = tokio::task::spawn_blocking(move || nft.list_ruleset())
+        .await
+        .map_err(|join| join.to_string())
+        .and_then(|listed| listed.map_err(|error| error.to_string()));
+    let ruleset = match listed {
+        Ok(text) => text,
         Err(error) => {
             tracing::warn!(%error, "listing the ruleset; sysctls left as they are");
             return;
