@@ -10,7 +10,8 @@
 //! The runtime layer lives in `containerd` (config and supervision of skiff's
 //! own containerd), `images` (registry-less image archives and import), `cri`
 //! (the typed CRI client) and `runtime` (the `Runtime` trait the pod workers
-//! drive). `agent` is the real node on top of it, one folder per job:
+//! drive); `oom_score` ranks the node's daemons and containers for the
+//! kernel's OOM killer. `agent` is the real node on top of it, one folder per job:
 //! `agent::pod` (pod workers fed by a pod informer and a one-second relist
 //! of the runtime, env, probes, termination, status, and the log reader
 //! `pods/log` serves from), `agent::volumes`, `agent::node` (registration
@@ -24,6 +25,7 @@ pub mod agent;
 pub mod containerd;
 pub(crate) mod cri;
 pub mod images;
+pub mod oom_score;
 pub(crate) mod runtime;
 pub mod simulated;
 

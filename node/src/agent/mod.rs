@@ -209,6 +209,7 @@ pub async fn run(
     stop: watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
     let started = std::time::Instant::now();
+    crate::oom_score::protect(std::path::Path::new("/proc/self"), "node agent");
     let node_runtime = NodeRuntime::start(config.runtime.clone()).await?;
     tracing::info!(
         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -360,6 +361,7 @@ async fn run_with_runtime(
         agent_dir: agent_dir.clone(),
         log_root: config.log_root(),
         allocatable,
+        memory_capacity: facts.memory,
         crash_backoff: config.crash_backoff,
         image_backoff: config.image_backoff,
         dns: dns_config::PodDnsInputs::load(&config.dns),

@@ -294,6 +294,9 @@ fn spawn(config: &SupervisorConfig) -> Result<Child, SupervisorError> {
             source,
         })?;
     if let Some(pid) = child.id() {
+        // Before it creates any container: containerd clamps containers'
+        // scores to its own.
+        crate::oom_score::protect(&Path::new("/proc").join(pid.to_string()), "containerd");
         let pid_path = paths.pid_file();
         fs::write(&pid_path, format!("{pid}\n")).map_err(|source| SupervisorError::Io {
             path: pid_path,

@@ -9,6 +9,7 @@ mod container_events;
 mod eviction;
 mod harness;
 mod node_events;
+mod oom_score;
 mod pods;
 mod restart;
 mod sidecars;

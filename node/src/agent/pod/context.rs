@@ -29,6 +29,9 @@ pub(crate) struct AgentContext {
     pub log_root: PathBuf,
     /// Allocatable resources (defaults of unset limits).
     pub allocatable: NodeAllocatable,
+    /// The node's memory in bytes (`MemTotal`), what a Burstable
+    /// container's OOM score is a share of.
+    pub memory_capacity: u64,
     /// Container restart back-off.
     pub crash_backoff: BackoffConfig,
     /// Image pull back-off.

@@ -170,6 +170,8 @@ pub struct ContainerInputs<'a> {
     /// Where `Localhost` seccomp profiles are named from
     /// (`DATA_DIR/agent/seccomp`).
     pub seccomp_root: &'a Path,
+    /// The container's `oom_score_adj` (`crate::oom_score`).
+    pub oom_score_adj: i64,
 }
 
 /// The CRI config of one container instance.
@@ -261,7 +263,10 @@ pub fn container_config(
         stdin_once: container.stdin_once.unwrap_or(false),
         tty: container.tty.unwrap_or(false),
         linux: Some(api::LinuxContainerConfig {
-            resources: Some(linux_resources(container)),
+            resources: Some(api::LinuxContainerResources {
+                oom_score_adj: inputs.oom_score_adj,
+                ..linux_resources(container)
+            }),
             security_context: Some(api::LinuxContainerSecurityContext {
                 privileged: security.and_then(|s| s.privileged).unwrap_or(false),
                 readonly_rootfs: security

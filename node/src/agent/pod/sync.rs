@@ -946,6 +946,11 @@ impl Starter<'_> {
             termination_log: self.termination_log(container, restart_count),
             hosts_file: self.hosts_file(),
             seccomp_root: &seccomp_root,
+            oom_score_adj: crate::oom_score::for_container(
+                self.pod,
+                container,
+                self.ctx.memory_capacity,
+            ),
         };
         let config = cri_config::container_config(container, &inputs);
         let log_dir = PathBuf::from(&self.sandbox_config.log_directory).join(&container.name);
