@@ -502,14 +502,18 @@ mod tests {
 
     #[test]
     fn durations_print_like_go() {
-        assert_eq!(go_duration(0), "0s");
-        assert_eq!(go_duration(999), "999ns");
-        assert_eq!(go_duration(1_500), "1.5µs");
-        assert_eq!(go_duration(150_000_000), "150ms");
-        assert_eq!(go_duration(1_500_000_000), "1.5s");
-        assert_eq!(go_duration(90_000_000_000), "1m30s");
-        assert_eq!(go_duration(3_600_000_000_000), "1h0m0s");
-        assert_eq!(go_duration(-3_723_000_000_000), "-1h2m3s");
+        for (nanos, printed) in [
+            (0, "0s"),
+            (999, "999ns"),
+            (1_500, "1.5µs"),
+            (150_000_000, "150ms"),
+            (1_500_000_000, "1.5s"),
+            (90_000_000_000, "1m30s"),
+            (3_600_000_000_000, "1h0m0s"),
+            (-3_723_000_000_000, "-1h2m3s"),
+        ] {
+            assert_eq!(go_duration(nanos), printed, "{nanos} ns");
+        }
     }
 
     #[test]

@@ -247,26 +247,38 @@ mod tests {
 
     #[test]
     fn quantities_print_canonically() {
-        assert_eq!(cpu_quantity(0), "0");
-        assert_eq!(cpu_quantity(250_000_000), "250m");
-        assert_eq!(cpu_quantity(2_000_000_000), "2");
-        assert_eq!(cpu_quantity(1_500_000), "1500u");
-        assert_eq!(cpu_quantity(123_456_789), "123456789n");
-        assert_eq!(memory_quantity(0), "0");
-        assert_eq!(memory_quantity(2048), "2Ki");
-        assert_eq!(memory_quantity(1_572_864), "1536Ki");
-        assert_eq!(memory_quantity(1_048_576), "1Mi");
-        assert_eq!(memory_quantity(1000), "1000");
+        for (nanocores, printed) in [
+            (0, "0"),
+            (250_000_000, "250m"),
+            (2_000_000_000, "2"),
+            (1_500_000, "1500u"),
+            (123_456_789, "123456789n"),
+        ] {
+            assert_eq!(cpu_quantity(nanocores), printed, "{nanocores} nanocores");
+        }
+        for (bytes, printed) in [
+            (0, "0"),
+            (2048, "2Ki"),
+            (1_572_864, "1536Ki"),
+            (1_048_576, "1Mi"),
+            (1000, "1000"),
+        ] {
+            assert_eq!(memory_quantity(bytes), printed, "{bytes} bytes");
+        }
     }
 
     #[test]
     fn windows_print_as_go_durations() {
-        assert_eq!(window_duration(15_000), "15s");
-        assert_eq!(window_duration(15_012), "15.012s");
-        assert_eq!(window_duration(15_500), "15.5s");
-        assert_eq!(window_duration(60_500), "1m0.5s");
-        assert_eq!(window_duration(500), "500ms");
-        assert_eq!(window_duration(3_600_000), "1h0m0s");
+        for (millis, printed) in [
+            (15_000, "15s"),
+            (15_012, "15.012s"),
+            (15_500, "15.5s"),
+            (60_500, "1m0.5s"),
+            (500, "500ms"),
+            (3_600_000, "1h0m0s"),
+        ] {
+            assert_eq!(window_duration(millis), printed, "{millis} ms");
+        }
     }
 
     #[test]

@@ -9,14 +9,12 @@ use super::columns::{
 
 pub(crate) static VALIDATING_ADMISSION_POLICIES: Printer = name_age_printer!(
     [
-        Column::new(
+        Column::integer(
             "Validations",
-            "integer",
             "Validations indicates the number of validation rules defined in this configuration",
         ),
-        Column::new(
+        Column::string(
             "ParamKind",
-            "string",
             "ParamKind specifies the kind of resources used to parameterize this policy",
         ),
     ],
@@ -32,14 +30,12 @@ pub(crate) static VALIDATING_ADMISSION_POLICIES: Printer = name_age_printer!(
 
 pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = name_age_printer!(
     [
-        Column::new(
+        Column::string(
             "PolicyName",
-            "string",
             "PolicyName indicates the policy definition which the policy binding binded to",
         ),
-        Column::new(
+        Column::string(
             "ParamRef",
-            "string",
             "ParamRef indicates the param resource which sets the configration param",
         ),
     ],
@@ -63,9 +59,8 @@ pub(crate) static VALIDATING_ADMISSION_POLICY_BINDINGS: Printer = name_age_print
 
 /// Mutating and validating webhook configurations: NAME, WEBHOOKS, AGE.
 pub(crate) static WEBHOOK_CONFIGURATIONS: Printer = one_column_printer!(
-    Column::new(
+    Column::integer(
         "Webhooks",
-        "integer",
         "Webhooks indicates the number of webhooks in the configuration.",
     ),
     |object| Value::from(list(object, "webhooks").len()),

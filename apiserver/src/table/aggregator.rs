@@ -7,12 +7,11 @@ use super::columns::{Column, Printer, joined, name_age_printer};
 
 pub(crate) static API_SERVICES: Printer = name_age_printer!(
     [
-        Column::new(
+        Column::string(
             "Service",
-            "string",
             "The reference to the service that hosts this API endpoint.",
         ),
-        Column::new("Available", "string", "Whether this service is available."),
+        Column::string("Available", "Whether this service is available."),
     ],
     |service, _| {
         let target = joined(service, "spec/service/namespace", "spec/service/name")

@@ -11,31 +11,17 @@ const SHOWN_METRICS: usize = 2;
 
 pub(crate) static HORIZONTALPODAUTOSCALERS: Printer = name_age_printer!(
     [
-        Column::new(
-            "Reference",
-            "string",
-            "The workload scaled: its kind and name.",
-        ),
-        Column::new(
-            "Targets",
-            "string",
-            "Each metric's current value and its target.",
-        ),
-        Column::new(
+        Column::string("Reference", "The workload scaled: its kind and name.",),
+        Column::string("Targets", "Each metric's current value and its target.",),
+        Column::string(
             "MinPods",
-            "string",
             "The lowest replica count the autoscaler may set.",
         ),
-        Column::new(
+        Column::integer(
             "MaxPods",
-            "integer",
             "The highest replica count the autoscaler may set.",
         ),
-        Column::new(
-            "Replicas",
-            "integer",
-            "The replica count the autoscaler last saw.",
-        ),
+        Column::integer("Replicas", "The replica count the autoscaler last saw.",),
     ],
     |hpa, _| {
         let reference = format!(

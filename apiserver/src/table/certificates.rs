@@ -10,16 +10,14 @@ pub(crate) static CERTIFICATESIGNINGREQUESTS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::AGE,
-        Column::new("SignerName", "string", "Who is asked to sign the request."),
-        Column::new("Requestor", "string", "The user who made the request."),
-        Column::new(
+        Column::string("SignerName", "Who is asked to sign the request."),
+        Column::string("Requestor", "The user who made the request."),
+        Column::string(
             "RequestedDuration",
-            "string",
             "How long the requested certificate should be valid.",
         ),
-        Column::new(
+        Column::string(
             "Condition",
-            "string",
             "Whether the request is pending, approved, denied or failed, and issued.",
         ),
     ],

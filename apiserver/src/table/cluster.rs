@@ -11,24 +11,20 @@ use super::columns::{Column, Printer, age, flag, int, name, one_column_printer, 
 pub(crate) static STORAGECLASSES: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new(
+        Column::string(
             "Provisioner",
-            "string",
             "The driver that provisions volumes of this class.",
         ),
-        Column::new(
+        Column::string(
             "ReclaimPolicy",
-            "string",
             "What becomes of a provisioned volume once released.",
         ),
-        Column::new(
+        Column::string(
             "VolumeBindingMode",
-            "string",
             "When volumes of this class are bound and provisioned.",
         ),
-        Column::new(
+        Column::string(
             "AllowVolumeExpansion",
-            "string",
             "Whether claims of this class may grow.",
         ),
         Column::AGE,
@@ -63,16 +59,14 @@ pub(crate) static STORAGECLASSES: Printer = Printer {
 pub(crate) static PRIORITYCLASSES: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new("Value", "integer", "The priority of pods of this class."),
-        Column::new(
+        Column::integer("Value", "The priority of pods of this class."),
+        Column::boolean(
             "Global-Default",
-            "boolean",
             "Whether pods without a class get this one.",
         ),
         Column::AGE,
-        Column::new(
+        Column::string(
             "PreemptionPolicy",
-            "string",
             "Whether pods of this class may preempt lower-priority ones.",
         ),
     ],
@@ -89,9 +83,8 @@ pub(crate) static PRIORITYCLASSES: Printer = Printer {
 
 /// RuntimeClasses: `NAME HANDLER AGE`.
 pub(crate) static RUNTIMECLASSES: Printer = one_column_printer!(
-    Column::new(
+    Column::string(
         "Handler",
-        "string",
         "The CRI runtime handler the class's pods run under.",
     ),
     |class| text_cell(class, "handler", ""),

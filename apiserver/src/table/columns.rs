@@ -23,11 +23,8 @@ pub(crate) struct Column {
 }
 
 impl Column {
-    pub(crate) const fn new(
-        name: &'static str,
-        kind: &'static str,
-        description: &'static str,
-    ) -> Self {
+    /// A column of the given `kind`, as `columnDefinitions` names it.
+    const fn new(name: &'static str, kind: &'static str, description: &'static str) -> Self {
         Self {
             name,
             kind,
@@ -37,15 +34,26 @@ impl Column {
         }
     }
 
-    /// A column shown with `-o wide` only.
-    pub(crate) const fn wide(
-        name: &'static str,
-        kind: &'static str,
-        description: &'static str,
-    ) -> Self {
+    /// A column of text.
+    pub(crate) const fn string(name: &'static str, description: &'static str) -> Self {
+        Self::new(name, "string", description)
+    }
+
+    /// A column of whole numbers.
+    pub(crate) const fn integer(name: &'static str, description: &'static str) -> Self {
+        Self::new(name, "integer", description)
+    }
+
+    /// A column of `true`/`false`.
+    pub(crate) const fn boolean(name: &'static str, description: &'static str) -> Self {
+        Self::new(name, "boolean", description)
+    }
+
+    /// This column, shown with `-o wide` only.
+    pub(crate) const fn wide(self) -> Self {
         Self {
             priority: 1,
-            ..Self::new(name, kind, description)
+            ..self
         }
     }
 
@@ -57,7 +65,7 @@ impl Column {
         priority: 0,
     };
 
-    pub(crate) const AGE: Column = Column::new("Age", "string", CREATION_TIMESTAMP);
+    pub(crate) const AGE: Column = Column::string("Age", CREATION_TIMESTAMP);
 
     /// The creation time itself rather than an age, as upstream prints
     /// Roles and CustomResourceDefinitions.

@@ -13,32 +13,25 @@ use super::columns::{
 pub(crate) static SERVICES: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new(
-            "Type",
-            "string",
-            "type determines how the Service is exposed.",
-        ),
-        Column::new(
+        Column::string("Type", "type determines how the Service is exposed."),
+        Column::string(
             "Cluster-IP",
-            "string",
             "clusterIP is the IP address of the service and is usually assigned randomly by the master.",
         ),
-        Column::new(
+        Column::string(
             "External-IP",
-            "string",
             "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.",
         ),
-        Column::new(
+        Column::string(
             "Port(s)",
-            "string",
             "The list of ports that are exposed by this service.",
         ),
         Column::AGE,
-        Column::wide(
+        Column::string(
             "Selector",
-            "string",
             "Route service traffic to pods with label keys and values matching this selector.",
-        ),
+        )
+        .wide(),
     ],
     cells: |svc, now| {
         let kind = text(svc, "spec/type").unwrap_or("ClusterIP");
@@ -92,7 +85,7 @@ fn service_ports(svc: &Value) -> String {
 }
 
 pub(crate) static ENDPOINTS: Printer = one_column_printer!(
-    Column::new("Endpoints", "string", "Endpoints of the service"),
+    Column::string("Endpoints", "Endpoints of the service"),
     |ep| Value::from(endpoint_list(ep)),
 );
 
@@ -139,35 +132,35 @@ fn endpoint_list(ep: &Value) -> String {
 pub(crate) static NODES: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new("Status", "string", "The status of the node"),
-        Column::new("Roles", "string", "The roles of the node"),
+        Column::string("Status", "The status of the node"),
+        Column::string("Roles", "The roles of the node"),
         Column::AGE,
-        Column::new("Version", "string", "Kubelet Version reported by the node."),
-        Column::wide(
+        Column::string("Version", "Kubelet Version reported by the node."),
+        Column::string(
             "Internal-IP",
-            "string",
             "List of addresses reachable to the node. Queried from cloud provider, if available.",
-        ),
-        Column::wide(
+        )
+        .wide(),
+        Column::string(
             "External-IP",
-            "string",
             "List of addresses reachable to the node. Queried from cloud provider, if available.",
-        ),
-        Column::wide(
+        )
+        .wide(),
+        Column::string(
             "OS-Image",
-            "string",
             "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
-        ),
-        Column::wide(
+        )
+        .wide(),
+        Column::string(
             "Kernel-Version",
-            "string",
             "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
-        ),
-        Column::wide(
+        )
+        .wide(),
+        Column::string(
             "Container-Runtime",
-            "string",
             "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
-        ),
+        )
+        .wide(),
     ],
     cells: |node, now| {
         let address = |kind: &str| {
@@ -237,56 +230,39 @@ fn node_roles(node: &Value) -> String {
 }
 
 pub(crate) static NAMESPACES: Printer = one_column_printer!(
-    Column::new("Status", "string", "The status of the namespace"),
+    Column::string("Status", "The status of the namespace"),
     |ns| text_cell(ns, "status/phase", ""),
 );
 
 /// Events' columns, the same for core/v1 and events.k8s.io/v1 events.
 const EVENT_COLUMNS: &[Column] = &[
-    Column::new("Last Seen", "string", "Time when last event was observed"),
-    Column::new(
+    Column::string("Last Seen", "Time when last event was observed"),
+    Column::string(
         "Type",
-        "string",
         "Type of this event (Normal, Warning), new types could be added in the future",
     ),
-    Column::new(
+    Column::string(
         "Reason",
-        "string",
         "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.",
     ),
-    Column::new("Object", "string", "The object that this event is about."),
-    Column::wide(
-        "Subobject",
-        "string",
-        "The subobject that this event is about.",
-    ),
-    Column::wide(
+    Column::string("Object", "The object that this event is about."),
+    Column::string("Subobject", "The subobject that this event is about.").wide(),
+    Column::string(
         "Source",
-        "string",
         "The component reporting this event. Should be a short machine understandable string.",
-    ),
-    Column::new(
+    )
+    .wide(),
+    Column::string(
         "Message",
-        "string",
         "A human-readable description of the status of this operation.",
     ),
-    Column::wide(
+    Column::string(
         "First Seen",
-        "string",
         "The time at which the event was first recorded.",
-    ),
-    Column::wide(
-        "Count",
-        "string",
-        "The number of times this event has occurred.",
-    ),
-    Column {
-        name: "Name",
-        kind: "string",
-        format: "name",
-        description: "Name must be unique within a namespace.",
-        priority: 1,
-    },
+    )
+    .wide(),
+    Column::string("Count", "The number of times this event has occurred.").wide(),
+    Column::NAME.wide(),
 ];
 
 /// core/v1 Events: `LAST SEEN TYPE REASON OBJECT MESSAGE`, with `-o wide`
@@ -355,7 +331,7 @@ fn event_cells(ev: &Value, now: Timestamp) -> Vec<Value> {
 }
 
 /// The column of ConfigMaps and Secrets counting their [`entries`].
-const DATA: Column = Column::new("Data", "integer", "Number of data entries");
+const DATA: Column = Column::integer("Data", "Number of data entries");
 
 fn entries(object: &Value, field: &str) -> usize {
     object
@@ -373,9 +349,9 @@ pub(crate) static CONFIGMAPS: Printer = one_column_printer!(DATA, |cm| {
 pub(crate) static COMPONENT_STATUSES: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new("Status", "string", "Status of the component conditions"),
-        Column::new("Message", "string", "Message of the component conditions"),
-        Column::new("Error", "string", "Error of the component conditions"),
+        Column::string("Status", "Status of the component conditions"),
+        Column::string("Message", "Message of the component conditions"),
+        Column::string("Error", "Error of the component conditions"),
     ],
     cells: |cs, _| {
         let healthy = list(cs, "conditions")
@@ -398,10 +374,7 @@ pub(crate) static COMPONENT_STATUSES: Printer = Printer {
 };
 
 pub(crate) static SECRETS: Printer = name_age_printer!(
-    [
-        Column::new("Type", "string", "The type of the secret"),
-        DATA
-    ],
+    [Column::string("Type", "The type of the secret"), DATA],
     |secret, _| {
         vec![
             text_cell(secret, "type", "Opaque"),
@@ -411,9 +384,8 @@ pub(crate) static SECRETS: Printer = name_age_printer!(
 );
 
 pub(crate) static SERVICEACCOUNTS: Printer = one_column_printer!(
-    Column::new(
+    Column::string(
         "Secrets",
-        "string",
         "Secrets is the list of secrets allowed to be used by pods running using this ServiceAccount",
     ),
     |sa| Value::from(list(sa, "secrets").len()),
@@ -451,52 +423,44 @@ fn unset(value: Option<&str>) -> Value {
 pub(crate) static PERSISTENTVOLUMES: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new(
+        Column::string(
             "Capacity",
-            "string",
             "capacity is the description of the persistent volume's resources and capacity.",
         ),
-        Column::new(
+        Column::string(
             "Access Modes",
-            "string",
             "accessModes contains all ways the volume can be mounted.",
         ),
-        Column::new(
+        Column::string(
             "Reclaim Policy",
-            "string",
             "persistentVolumeReclaimPolicy defines what happens to a persistent volume when released from its claim.",
         ),
-        Column::new(
+        Column::string(
             "Status",
-            "string",
             "phase indicates if a volume is available, bound to a claim, or released by a claim.",
         ),
-        Column::new(
+        Column::string(
             "Claim",
-            "string",
             "claimRef is part of a bi-directional binding between PersistentVolume and PersistentVolumeClaim.",
         ),
-        Column::new(
+        Column::string(
             "StorageClass",
-            "string",
             "storageClassName is the name of StorageClass to which this persistent volume belongs.",
         ),
-        Column::new(
+        Column::string(
             "VolumeAttributesClass",
-            "string",
             "VolumeAttributesClass is the name of the VolumeAttributesClass this persistent volume belongs to.",
         ),
-        Column::new(
+        Column::string(
             "Reason",
-            "string",
             "reason is a brief CamelCase string that describes any failure and is meant for machine parsing and tidy display in the CLI.",
         ),
         Column::AGE,
-        Column::wide(
+        Column::string(
             "VolumeMode",
-            "string",
             "volumeMode defines if a volume is intended to be used with a formatted filesystem or to remain in raw block state.",
-        ),
+        )
+        .wide(),
     ],
     cells: |pv, now| {
         let claim = joined(pv, "spec/claimRef/namespace", "spec/claimRef/name").unwrap_or_default();
@@ -519,42 +483,36 @@ pub(crate) static PERSISTENTVOLUMES: Printer = Printer {
 pub(crate) static PERSISTENTVOLUMECLAIMS: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new(
+        Column::string(
             "Status",
-            "string",
             "Status is the current status of a persistent volume claim.",
         ),
-        Column::new(
+        Column::string(
             "Volume",
-            "string",
             "volumeName is the binding reference to the PersistentVolume backing this claim.",
         ),
-        Column::new(
+        Column::string(
             "Capacity",
-            "string",
             "capacity represents the actual resources of the underlying volume.",
         ),
-        Column::new(
+        Column::string(
             "Access Modes",
-            "string",
             "accessModes contains the desired access modes the volume should have.",
         ),
-        Column::new(
+        Column::string(
             "StorageClass",
-            "string",
             "storageClassName is the name of the StorageClass required by the claim.",
         ),
-        Column::new(
+        Column::string(
             "VolumeAttributesClass",
-            "string",
             "volumeAttributesClassName may be used to set the VolumeAttributesClass used by this claim.",
         ),
         Column::AGE,
-        Column::wide(
+        Column::string(
             "VolumeMode",
-            "string",
             "volumeMode defines what type of volume is required by the claim.",
-        ),
+        )
+        .wide(),
     ],
     cells: |pvc, now| {
         vec![
@@ -572,7 +530,7 @@ pub(crate) static PERSISTENTVOLUMECLAIMS: Printer = Printer {
 };
 
 pub(crate) static LEASES: Printer = one_column_printer!(
-    Column::new("Holder", "string", "The holder of the lease"),
+    Column::string("Holder", "The holder of the lease"),
     |lease| text_cell(lease, "spec/holderIdentity", ""),
 );
 
@@ -581,14 +539,12 @@ pub(crate) static RESOURCEQUOTAS: Printer = Printer {
     columns: &[
         Column::NAME,
         Column::AGE,
-        Column::new(
+        Column::string(
             "Request",
-            "string",
             "Request represents a minimum amount of cpu/memory that a container may consume.",
         ),
-        Column::new(
+        Column::string(
             "Limit",
-            "string",
             "Limits control the maximum amount of cpu/memory that a container may use independent of contention on the node.",
         ),
     ],

@@ -7,25 +7,15 @@ use super::columns::{Column, Printer, age, at, list, name, name_age_printer, tex
 pub(crate) static FLOW_SCHEMAS: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new(
+        Column::string(
             "PriorityLevel",
-            "string",
             "The priority level configuration this schema's requests go to",
         ),
-        Column::new(
-            "MatchingPrecedence",
-            "string",
-            "Lower values are matched first",
-        ),
-        Column::new(
-            "DistinguisherMethod",
-            "string",
-            "How requests are split into flows",
-        ),
+        Column::string("MatchingPrecedence", "Lower values are matched first"),
+        Column::string("DistinguisherMethod", "How requests are split into flows"),
         Column::AGE,
-        Column::new(
+        Column::string(
             "MissingPL",
-            "string",
             "Whether the referenced priority level is missing (the Dangling condition)",
         ),
     ],
@@ -50,15 +40,14 @@ pub(crate) static FLOW_SCHEMAS: Printer = Printer {
 
 pub(crate) static PRIORITY_LEVELS: Printer = name_age_printer!(
     [
-        Column::new("Type", "string", "Exempt or Limited"),
-        Column::new(
+        Column::string("Type", "Exempt or Limited"),
+        Column::string(
             "NominalConcurrencyShares",
-            "string",
             "The level's share of the server's concurrency limit",
         ),
-        Column::new("Queues", "string", "Number of queues"),
-        Column::new("HandSize", "string", "Queues a flow is dealt"),
-        Column::new("QueueLengthLimit", "string", "Requests one queue may hold"),
+        Column::string("Queues", "Number of queues"),
+        Column::string("HandSize", "Queues a flow is dealt"),
+        Column::string("QueueLengthLimit", "Requests one queue may hold"),
     ],
     |level, _| {
         let none = || Value::from("<none>");

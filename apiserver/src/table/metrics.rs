@@ -5,9 +5,9 @@ use serde_json::Value;
 
 use super::columns::{Column, Printer, name, text_cell};
 
-const CPU: Column = Column::new("CPU", "string", "CPU usage over the window");
-const MEMORY: Column = Column::new("Memory", "string", "Working set at the end of the window");
-const WINDOW: Column = Column::new("Window", "string", "What the CPU usage was measured over");
+const CPU: Column = Column::string("CPU", "CPU usage over the window");
+const MEMORY: Column = Column::string("Memory", "Working set at the end of the window");
+const WINDOW: Column = Column::string("Window", "What the CPU usage was measured over");
 
 pub(crate) static NODE_METRICS: Printer = Printer {
     columns: &[Column::NAME, CPU, MEMORY, WINDOW],

@@ -12,22 +12,19 @@ use super::columns::{
 
 pub(crate) static INGRESSES: Printer = name_age_printer!(
     [
-        Column::new(
+        Column::string(
             "Class",
-            "string",
             "The name of the IngressClass resource that should be used for additional configuration",
         ),
-        Column::new(
+        Column::string(
             "Hosts",
-            "string",
             "Hosts that incoming requests are matched against before the ingress rule",
         ),
-        Column::new(
+        Column::string(
             "Address",
-            "string",
             "Address is a list containing ingress points for the load-balancer",
         ),
-        Column::new("Ports", "string", "Ports of TLS configurations that open"),
+        Column::string("Ports", "Ports of TLS configurations that open"),
     ],
     |ingress, _| {
         let class = text(ingress, "spec/ingressClassName")
@@ -79,14 +76,12 @@ fn ingress_address(ingress: &Value) -> String {
 
 pub(crate) static INGRESS_CLASSES: Printer = name_age_printer!(
     [
-        Column::new(
+        Column::string(
             "Controller",
-            "string",
             "Controller that is responsible for handling this class",
         ),
-        Column::new(
+        Column::string(
             "Parameters",
-            "string",
             "A reference to a resource with additional parameters",
         ),
     ],
@@ -106,9 +101,8 @@ pub(crate) static INGRESS_CLASSES: Printer = name_age_printer!(
 );
 
 pub(crate) static NETWORKPOLICIES: Printer = one_column_printer!(
-    Column::new(
+    Column::string(
         "Pod-Selector",
-        "string",
         "The pods the policy applies to, as a label selector.",
     ),
     |policy| or_none(selector_string(at(policy, "spec/podSelector"))),
@@ -117,17 +111,12 @@ pub(crate) static NETWORKPOLICIES: Printer = one_column_printer!(
 /// `discovery.k8s.io` EndpointSlices: `NAME ADDRESSTYPE PORTS ENDPOINTS AGE`.
 pub(crate) static ENDPOINTSLICES: Printer = name_age_printer!(
     [
-        Column::new(
+        Column::string(
             "AddressType",
-            "string",
             "The kind of address the slice holds: IPv4, IPv6 or FQDN.",
         ),
-        Column::new("Ports", "string", "The ports of the slice's endpoints."),
-        Column::new(
-            "Endpoints",
-            "string",
-            "The addresses of the slice's endpoints.",
-        ),
+        Column::string("Ports", "The ports of the slice's endpoints."),
+        Column::string("Endpoints", "The addresses of the slice's endpoints.",),
     ],
     |slice, _| {
         let ports: Vec<String> = list(slice, "ports")
@@ -170,9 +159,8 @@ fn three_then_more(items: &[String]) -> String {
 
 /// ServiceCIDRs: `NAME CIDRS AGE`, every range of the object.
 pub(crate) static SERVICECIDRS: Printer = one_column_printer!(
-    Column::new(
+    Column::string(
         "CIDRs",
-        "string",
         "The ranges Service cluster IPs are allocated from.",
     ),
     |cidr| Value::from(strings(cidr, "spec/cidrs").join(",")),
@@ -184,11 +172,7 @@ pub(crate) static SERVICECIDRS: Printer = one_column_printer!(
 pub(crate) static IPADDRESSES: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new(
-            "ParentRef",
-            "string",
-            "The object the address is allocated to.",
-        ),
+        Column::string("ParentRef", "The object the address is allocated to."),
     ],
     cells: |address, _| {
         let parent = at(address, "spec/parentRef").map(|parent| {

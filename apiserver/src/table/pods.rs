@@ -13,42 +13,39 @@ use crate::object::condition_true;
 pub(crate) static PODS: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new(
+        Column::string(
             "Ready",
-            "string",
             "The aggregate readiness state of this pod for accepting traffic.",
         ),
-        Column::new(
+        Column::string(
             "Status",
-            "string",
             "The aggregate status of the containers in this pod.",
         ),
-        Column::new(
+        Column::string(
             "Restarts",
-            "string",
             "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
         ),
         Column::AGE,
-        Column::wide(
+        Column::string(
             "IP",
-            "string",
             "IP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
-        ),
-        Column::wide(
+        )
+        .wide(),
+        Column::string(
             "Node",
-            "string",
             "NodeName is a request to schedule this pod onto a specific node.",
-        ),
-        Column::wide(
+        )
+        .wide(),
+        Column::string(
             "Nominated Node",
-            "string",
             "nominatedNodeName is set only when this pod preempts other pods on the node.",
-        ),
-        Column::wide(
+        )
+        .wide(),
+        Column::string(
             "Readiness Gates",
-            "string",
             "If specified, all readiness gates will be evaluated for pod readiness.",
-        ),
+        )
+        .wide(),
     ],
     cells,
 };

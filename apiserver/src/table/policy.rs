@@ -7,19 +7,16 @@ use super::columns::{Column, Printer, at, int, name_age_printer};
 
 pub(crate) static PODDISRUPTIONBUDGETS: Printer = name_age_printer!(
     [
-        Column::new(
+        Column::string(
             "Min Available",
-            "string",
             "How many of the selected pods (or what percentage) must stay available.",
         ),
-        Column::new(
+        Column::string(
             "Max Unavailable",
-            "string",
             "How many of the selected pods (or what percentage) may be unavailable.",
         ),
-        Column::new(
+        Column::integer(
             "Allowed Disruptions",
-            "integer",
             "How many pods may be evicted now, as last counted.",
         ),
     ],

@@ -21,15 +21,15 @@ pub(crate) static ROLES: Printer = Printer {
 pub(crate) static BINDINGS: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new("Role", "string", "The role granted: its kind and name."),
+        Column::string("Role", "The role granted: its kind and name."),
         Column::AGE,
-        Column::wide("Users", "string", "The users the binding names."),
-        Column::wide("Groups", "string", "The groups the binding names."),
-        Column::wide(
+        Column::string("Users", "The users the binding names.").wide(),
+        Column::string("Groups", "The groups the binding names.").wide(),
+        Column::string(
             "ServiceAccounts",
-            "string",
             "The service accounts the binding names, as namespace:name.",
-        ),
+        )
+        .wide(),
     ],
     cells: |binding, now| {
         let role = format!(

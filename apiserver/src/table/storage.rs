@@ -15,36 +15,27 @@ use super::columns::{
 /// TOKENREQUESTS REQUIRESREPUBLISH MODES AGE`, unset flags at their defaults.
 pub(crate) static CSIDRIVERS: Printer = name_age_printer!(
     [
-        Column::new(
+        Column::boolean(
             "AttachRequired",
-            "boolean",
             "Whether volumes of the driver must be attached before they are mounted.",
         ),
-        Column::new(
+        Column::boolean(
             "PodInfoOnMount",
-            "boolean",
             "Whether the driver is told about the pod when a volume is mounted.",
         ),
-        Column::new(
+        Column::boolean(
             "StorageCapacity",
-            "boolean",
             "Whether the scheduler considers the driver's reported capacity.",
         ),
-        Column::new(
+        Column::string(
             "TokenRequests",
-            "string",
             "The audiences of the service account tokens the driver is given.",
         ),
-        Column::new(
+        Column::boolean(
             "RequiresRepublish",
-            "boolean",
             "Whether mounted volumes are republished periodically.",
         ),
-        Column::new(
-            "Modes",
-            "string",
-            "The volume lifecycle modes the driver supports.",
-        ),
+        Column::string("Modes", "The volume lifecycle modes the driver supports.",),
     ],
     |driver, _| {
         // Stored objects lose an empty list, so it prints as unset too.
@@ -70,9 +61,8 @@ pub(crate) static CSIDRIVERS: Printer = name_age_printer!(
 
 /// CSINodes: `NAME DRIVERS AGE`, the drivers counted.
 pub(crate) static CSINODES: Printer = one_column_printer!(
-    Column::new(
+    Column::integer(
         "Drivers",
-        "integer",
         "How many CSI drivers are registered on the node.",
     ),
     |node| Value::from(list(node, "spec/drivers").len()),
@@ -84,21 +74,15 @@ pub(crate) static VOLUMEATTACHMENTS: Printer = name_age_printer!(
         // Upstream marks this column as a name too; kubectl takes the first.
         Column {
             format: "name",
-            ..Column::new(
-                "Attacher",
-                "string",
-                "The volume driver that attaches the volume.",
-            )
+            ..Column::string("Attacher", "The volume driver that attaches the volume.")
         },
-        Column::new(
+        Column::string(
             "PV",
-            "string",
             "The persistent volume attached, if the source is one.",
         ),
-        Column::new("Node", "string", "The node the volume is attached to."),
-        Column::new(
+        Column::string("Node", "The node the volume is attached to."),
+        Column::boolean(
             "Attached",
-            "boolean",
             "Whether the attacher reports the volume attached.",
         ),
     ],
@@ -117,14 +101,12 @@ pub(crate) static VOLUMEATTACHMENTS: Printer = name_age_printer!(
 pub(crate) static CSISTORAGECAPACITIES: Printer = Printer {
     columns: &[
         Column::NAME,
-        Column::new(
+        Column::string(
             "StorageClassName",
-            "string",
             "The storage class the capacity is reported for.",
         ),
-        Column::new(
+        Column::string(
             "Capacity",
-            "string",
             "The capacity available to new volumes of the class.",
         ),
     ],

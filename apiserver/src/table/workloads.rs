@@ -13,17 +13,14 @@ use super::columns::{
 };
 use crate::object::condition_true;
 
-const CONTAINERS: Column = Column::wide(
-    "Containers",
-    "string",
-    "Names of each container in the template.",
-);
-const IMAGES: Column = Column::wide(
+const CONTAINERS: Column =
+    Column::string("Containers", "Names of each container in the template.").wide();
+const IMAGES: Column = Column::string(
     "Images",
-    "string",
     "Images referenced by each container in the template.",
-);
-const SELECTOR: Column = Column::wide("Selector", "string", "Label selector for pods.");
+)
+.wide();
+const SELECTOR: Column = Column::string("Selector", "Label selector for pods.").wide();
 
 /// The columns of a row [`workload_row`] lays out with a selector: name, the
 /// kind's `own` columns, age, then the wide containers, images and selector.
@@ -77,8 +74,7 @@ macro_rules! selected_workload_printer {
 }
 
 /// The column [`ready_of_desired`] fills.
-const READY_OF_DESIRED: Column =
-    Column::new("Ready", "string", "Number of the pod with ready state");
+const READY_OF_DESIRED: Column = Column::string("Ready", "Number of the pod with ready state");
 
 /// Ready replicas of the desired ones, as `ready/desired`.
 fn ready_of_desired(object: &Value) -> Value {
@@ -99,14 +95,12 @@ fn replicas(object: &Value) -> i64 {
 pub(crate) static DEPLOYMENTS: Printer = selected_workload_printer!(
     [
         READY_OF_DESIRED,
-        Column::new(
+        Column::string(
             "Up-to-date",
-            "string",
             "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
         ),
-        Column::new(
+        Column::string(
             "Available",
-            "string",
             "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
         ),
     ],
@@ -129,19 +123,13 @@ fn replica_set_cells(rs: &Value, now: Timestamp, selector: String) -> Vec<Value>
 }
 
 const REPLICA_SET_COLUMNS: &[Column] = workload_columns![
-    Column::new(
-        "Desired",
-        "integer",
-        "Replicas is the number of desired replicas.",
-    ),
-    Column::new(
+    Column::integer("Desired", "Replicas is the number of desired replicas.",),
+    Column::integer(
         "Current",
-        "integer",
         "Replicas is the most recently observed number of replicas.",
     ),
-    Column::new(
+    Column::integer(
         "Ready",
-        "integer",
         "The number of ready replicas for this replica set.",
     ),
 ];
@@ -169,34 +157,28 @@ pub(crate) static STATEFULSETS: Printer = Printer {
 
 pub(crate) static DAEMONSETS: Printer = selected_workload_printer!(
     [
-        Column::new(
+        Column::integer(
             "Desired",
-            "integer",
             "The total number of nodes that should be running the daemon pod.",
         ),
-        Column::new(
+        Column::integer(
             "Current",
-            "integer",
             "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
         ),
-        Column::new(
+        Column::integer(
             "Ready",
-            "integer",
             "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running and ready.",
         ),
-        Column::new(
+        Column::integer(
             "Up-to-date",
-            "integer",
             "The total number of nodes that are running updated daemon pod",
         ),
-        Column::new(
+        Column::integer(
             "Available",
-            "integer",
             "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available.",
         ),
-        Column::new(
+        Column::string(
             "Node Selector",
-            "string",
             "NodeSelector is a selector which must be true for the pod to fit on a node.",
         ),
     ],
@@ -260,9 +242,9 @@ fn job_duration(job: &Value, now: Timestamp) -> String {
 
 pub(crate) static JOBS: Printer = selected_workload_printer!(
     [
-        Column::new("Status", "string", "Status of the job."),
-        Column::new("Completions", "string", "The completion status of the job."),
-        Column::new("Duration", "string", "Time required to complete the job."),
+        Column::string("Status", "Status of the job."),
+        Column::string("Completions", "The completion status of the job."),
+        Column::string("Duration", "Time required to complete the job."),
     ],
     |job, now| {
         vec![
@@ -275,25 +257,15 @@ pub(crate) static JOBS: Printer = selected_workload_printer!(
 
 pub(crate) static CRONJOBS: Printer = Printer {
     columns: workload_columns![
-        Column::new("Schedule", "string", "The schedule in Cron format."),
-        Column::new(
-            "Timezone",
-            "string",
-            "The time zone name for the given schedule.",
-        ),
-        Column::new(
+        Column::string("Schedule", "The schedule in Cron format."),
+        Column::string("Timezone", "The time zone name for the given schedule.",),
+        Column::boolean(
             "Suspend",
-            "boolean",
             "This flag tells the controller to suspend subsequent executions.",
         ),
-        Column::new(
-            "Active",
-            "integer",
-            "A list of pointers to currently running jobs.",
-        ),
-        Column::new(
+        Column::integer("Active", "A list of pointers to currently running jobs.",),
+        Column::string(
             "Last Schedule",
-            "string",
             "Information when was the last time the job was successfully scheduled.",
         ),
     ],
@@ -320,12 +292,8 @@ pub(crate) static CRONJOBS: Printer = Printer {
 /// `statefulset.apps/web`.
 pub(crate) static CONTROLLERREVISIONS: Printer = name_age_printer!(
     [
-        Column::new(
-            "Controller",
-            "string",
-            "The workload that keeps this revision.",
-        ),
-        Column::new("Revision", "integer", "The revision's number."),
+        Column::string("Controller", "The workload that keeps this revision.",),
+        Column::integer("Revision", "The revision's number."),
     ],
     |revision, _| {
         let controller = list(revision, "metadata/ownerReferences")
@@ -361,7 +329,7 @@ pub(crate) static PODTEMPLATES: Printer = Printer {
             priority: 0,
             ..IMAGES
         },
-        Column::new("Pod Labels", "string", "The labels of the template's pods."),
+        Column::string("Pod Labels", "The labels of the template's pods."),
     ],
     cells: |template, _| {
         let (containers, images) = containers_and_images(at(template, "template/spec"));
