@@ -151,35 +151,26 @@ mod tests {
 
     #[test]
     fn classes_get_upstreams_values() {
-        let best_effort = pod(serde_json::json!({"containers": [{"name": "c"}]}));
-        assert_eq!(adjust_of(&best_effort, "c", 4 * GIB), 1000);
-        let guaranteed = pod(
-            serde_json::json!({"containers": [{"name": "c", "resources": {
-            "requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}}]}),
-        );
-        assert_eq!(adjust_of(&guaranteed, "c", 4 * GIB), -997);
-        // A quarter of the node's memory requested: 1000 - 250.
-        let burstable = pod(
-            serde_json::json!({"containers": [{"name": "c", "resources": {
-            "requests": {"memory": "1Gi"}}}]}),
-        );
-        assert_eq!(adjust_of(&burstable, "c", 4 * GIB), 750);
-    }
-
-    #[test]
-    fn burstable_stays_between_the_other_classes() {
-        // Requests CPU only: 1000 would tie BestEffort, so one less.
-        let cpu_only = pod(
-            serde_json::json!({"containers": [{"name": "c", "resources": {
-            "requests": {"cpu": "100m"}}}]}),
-        );
-        assert_eq!(adjust_of(&cpu_only, "c", 4 * GIB), 999);
-        // Requests more than the node has: never as low as Guaranteed.
-        let huge = pod(
-            serde_json::json!({"containers": [{"name": "c", "resources": {
-            "requests": {"memory": "8Gi"}}}]}),
-        );
-        assert_eq!(adjust_of(&huge, "c", 4 * GIB), 3);
+        let exact = serde_json::json!({"cpu": "1", "memory": "1Gi"});
+        // (the one container's resources, score on a 4 GiB node)
+        let cases = [
+            (serde_json::json!({}), 1000),
+            (
+                serde_json::json!({"requests": exact, "limits": exact}),
+                -997,
+            ),
+            // A quarter of the node's memory requested: 1000 - 250.
+            (serde_json::json!({"requests": {"memory": "1Gi"}}), 750),
+            // Burstable stays between the other classes: CPU only would
+            // tie BestEffort at 1000, so one less; more than the node has
+            // is never as low as Guaranteed.
+            (serde_json::json!({"requests": {"cpu": "100m"}}), 999),
+            (serde_json::json!({"requests": {"memory": "8Gi"}}), 3),
+        ];
+        for (resources, score) in cases {
+            let p = pod(serde_json::json!({"containers": [{"name": "c", "resources": resources}]}));
+            assert_eq!(adjust_of(&p, "c", 4 * GIB), score, "{resources}");
+        }
     }
 
     #[test]
@@ -204,33 +195,46 @@ mod tests {
         assert_eq!(adjust_of(&p, "c", 4 * GIB), -997);
     }
 
+    /// A pod of one init container `init` (a sidecar when `sidecar`) and
+    /// one container `main`, each requesting the memory given, if any.
+    fn init_and_main(sidecar: bool, init: Option<&str>, main: &str) -> Pod {
+        let requests = |memory: Option<&str>| match memory {
+            Some(m) => serde_json::json!({"requests": {"memory": m}}),
+            None => serde_json::json!({}),
+        };
+        let mut init = serde_json::json!({"name": "init", "resources": requests(init)});
+        if sidecar {
+            init["restartPolicy"] = "Always".into();
+        }
+        pod(serde_json::json!({
+            "initContainers": [init],
+            "containers": [{"name": "main", "resources": requests(Some(main))}]}))
+    }
+
     #[test]
     fn a_sidecar_goes_before_the_containers_it_serves() {
-        let p = pod(serde_json::json!({
-            "initContainers": [{"name": "side", "restartPolicy": "Always", "resources": {
-                "requests": {"memory": "1Gi"}}}],
-            "containers": [{"name": "main", "resources": {"requests": {"memory": "2Gi"}}}]}));
-        // main: 1000 - 500; the sidecar's own 1Gi is the least: 750 + 1.
-        assert_eq!(adjust_of(&p, "main", 4 * GIB), 500);
-        assert_eq!(adjust_of(&p, "side", 4 * GIB), 751);
-        // A sidecar requesting more than the main container counts the
-        // main container's request: 750 + 1, still before main (750).
-        let bigger = pod(serde_json::json!({
-            "initContainers": [{"name": "side", "restartPolicy": "Always", "resources": {
-                "requests": {"memory": "2Gi"}}}],
-            "containers": [{"name": "main", "resources": {"requests": {"memory": "1Gi"}}}]}));
-        assert_eq!(adjust_of(&bigger, "side", 4 * GIB), 751);
-        assert_eq!(adjust_of(&bigger, "main", 4 * GIB), 750);
-        // A sidecar requesting no memory counts 200 MiB for itself, and is
-        // not raised: 1000 - 1000 × 200Mi / 4Gi (integer division: 48).
-        let unset = pod(serde_json::json!({
-            "initContainers": [{"name": "side", "restartPolicy": "Always"}],
-            "containers": [{"name": "main", "resources": {"requests": {"memory": "1Gi"}}}]}));
-        assert_eq!(adjust_of(&unset, "side", 4 * GIB), 952);
-        // A plain init container is scored by its own request.
-        let plain = pod(serde_json::json!({
-            "initContainers": [{"name": "init", "resources": {"requests": {"memory": "2Gi"}}}],
-            "containers": [{"name": "main", "resources": {"requests": {"memory": "1Gi"}}}]}));
-        assert_eq!(adjust_of(&plain, "init", 4 * GIB), 500);
+        // (sidecar?, init's request, main's request, container, score)
+        let cases = [
+            // main: 1000 - 500; the sidecar's own 1Gi is the least: 750 + 1.
+            (true, Some("1Gi"), "2Gi", "main", 500),
+            (true, Some("1Gi"), "2Gi", "init", 751),
+            // A sidecar requesting more than main counts main's request:
+            // 750 + 1, still before main (750).
+            (true, Some("2Gi"), "1Gi", "init", 751),
+            (true, Some("2Gi"), "1Gi", "main", 750),
+            // A sidecar requesting no memory counts 200 MiB for itself and
+            // is not raised: 1000 - 1000 × 200Mi / 4Gi (integer division).
+            (true, None, "1Gi", "init", 952),
+            // A plain init container is scored by its own request.
+            (false, Some("2Gi"), "1Gi", "init", 500),
+        ];
+        for (sidecar, init, main, container, score) in cases {
+            let p = init_and_main(sidecar, init, main);
+            assert_eq!(
+                adjust_of(&p, container, 4 * GIB),
+                score,
+                "{container} of sidecar={sidecar} init={init:?} main={main}"
+            );
+        }
     }
 }
