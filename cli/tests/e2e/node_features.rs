@@ -97,14 +97,8 @@ fn waiting_reason(server: &Server, name: &str) -> Option<String> {
 }
 
 fn events_of(server: &Server, name: &str) -> Vec<(String, String)> {
-    let list = json(&server.kubectl_ok(&[
-        "get",
-        "events",
-        "--field-selector",
-        &format!("involvedObject.name={name}"),
-        "-o",
-        "json",
-    ]));
+    let selector = format!("involvedObject.name={name}");
+    let list = json(&server.events_with(&selector, &["-o", "json"]));
     field_pairs(&list["items"], "reason", "message")
 }
 

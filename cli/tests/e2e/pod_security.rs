@@ -5,20 +5,34 @@
 //! enforce label names the pods already there; and
 //! `--admission-control-config-file` sets defaults and exemptions.
 
+use std::process::Output;
+
 use skiff_testkit::pod_security::{HOST_POD_BASELINE, HOST_POD_RESTRICTED, host_pod};
 
 use super::support::{Server, assert_contains, stderr, stdout};
 
+/// `kubectl label namespace NAMESPACE --overwrite
+/// pod-security.kubernetes.io/SETTING` (`enforce=restricted`, say): how an
+/// administrator sets a namespace's level, whether it had one or not.
+fn label_pod_security(server: &Server, namespace: &str, setting: &str) -> Output {
+    let label = format!("pod-security.kubernetes.io/{setting}");
+    server.kubectl(&["label", "namespace", namespace, "--overwrite", &label])
+}
+
+/// A server with namespace `namespace` at pod security `setting`, as
+/// [`label_pod_security`] sets it; kubectl's output of the labelling, which
+/// must have succeeded.
+fn server_with_namespace(namespace: &str, setting: &str) -> (Server, String) {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", namespace]);
+    let labeled = label_pod_security(&server, namespace, setting);
+    assert!(labeled.status.success(), "{}", stderr(&labeled));
+    (server, stdout(&labeled))
+}
+
 #[test]
 fn kubectl_enforce_restricted_keeps_a_privileged_host_pod_out() {
-    let server = Server::start();
-    server.kubectl_ok(&["create", "namespace", "secure"]);
-    let labeled = server.kubectl_ok(&[
-        "label",
-        "namespace",
-        "secure",
-        "pod-security.kubernetes.io/enforce=restricted",
-    ]);
+    let (server, labeled) = server_with_namespace("secure", "enforce=restricted");
     assert_contains(&labeled, "namespace/secure labeled");
 
     let pod = host_pod("x").to_string();
@@ -47,29 +61,17 @@ fn kubectl_enforce_restricted_keeps_a_privileged_host_pod_out() {
     );
 
     // Switching enforcement off with a value it cannot read is refused.
-    let err = server.kubectl_err(&[
-        "label",
-        "namespace",
-        "secure",
-        "--overwrite",
-        "pod-security.kubernetes.io/enforce=off",
-    ]);
+    let out = label_pod_security(&server, "secure", "enforce=off");
+    assert!(!out.status.success(), "labeled: {}", stdout(&out));
     assert_contains(
-        &err,
+        &stderr(&out),
         r#"metadata.labels[pod-security.kubernetes.io/enforce]: Invalid value: "off": must be one of privileged, baseline, restricted"#,
     );
 }
 
 #[test]
 fn kubectl_prints_warn_level_warnings_and_names_existing_pods_on_a_new_enforce_level() {
-    let server = Server::start();
-    server.kubectl_ok(&["create", "namespace", "loose"]);
-    server.kubectl_ok(&[
-        "label",
-        "namespace",
-        "loose",
-        "pod-security.kubernetes.io/warn=baseline",
-    ]);
+    let (server, _) = server_with_namespace("loose", "warn=baseline");
     let pod = host_pod("x").to_string();
     let out = server.kubectl_stdin(&["create", "-n", "loose", "-f", "-"], &pod);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -82,12 +84,7 @@ fn kubectl_prints_warn_level_warnings_and_names_existing_pods_on_a_new_enforce_l
 
     // Enforcing baseline now: the label goes on, and kubectl prints which
     // pods already there would be refused.
-    let out = server.kubectl(&[
-        "label",
-        "namespace",
-        "loose",
-        "pod-security.kubernetes.io/enforce=baseline",
-    ]);
+    let out = label_pod_security(&server, "loose", "enforce=baseline");
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("namespace/loose labeled"));
     let err = stderr(&out);

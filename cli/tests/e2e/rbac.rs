@@ -2,11 +2,19 @@
 //! worth what RBAC grants it, with kubectl and the Python client seeing
 //! upstream's refusals.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use super::support::{
-    Kubectl, Server, assert_contains, bind_account, python_ok, service_account, token_kubeconfig,
-};
+use super::support::{Kubectl, Server, assert_contains, bind_account, python_ok, service_account};
+
+/// A server with namespace `a` and its service account `probe`, granted
+/// nothing yet, and a kubeconfig holding the account's token: the account
+/// the cases here probe the API as.
+fn server_with_probe() -> (Server, PathBuf) {
+    let server = Server::start();
+    server.kubectl_ok(&["create", "namespace", "a"]);
+    let probe = service_account(&server, "a", "probe");
+    (server, probe)
+}
 
 /// kubectl as the user of `kubeconfig`, which must be allowed; its output.
 fn ok_as(kubeconfig: &Path, args: &[&str]) -> String {
@@ -26,9 +34,7 @@ const PRIVILEGED_POD: &str = r#"{"apiVersion": "v1", "kind": "Pod",
 
 #[test]
 fn a_service_account_without_grants_gets_nothing() {
-    let server = Server::start();
-    server.kubectl_ok(&["create", "namespace", "a"]);
-    let probe = service_account(&server, "a", "probe");
+    let (server, probe) = server_with_probe();
 
     let err = refused_as(&probe, &["get", "secrets", "-A"]);
     assert_contains(
@@ -58,8 +64,7 @@ fn a_service_account_without_grants_gets_nothing() {
 
 #[test]
 fn a_view_binding_opens_reads_in_its_namespace_only() {
-    let server = Server::start();
-    server.kubectl_ok(&["create", "namespace", "a"]);
+    let (server, probe) = server_with_probe();
     server.kubectl_ok(&[
         "create",
         "configmap",
@@ -77,7 +82,6 @@ fn a_view_binding_opens_reads_in_its_namespace_only() {
         "a",
         "--from-literal=k=v",
     ]);
-    let probe = service_account(&server, "a", "probe");
     refused_as(&probe, &["get", "pods", "-n", "a"]);
     grant_probe_view(&server);
     ok_as(&probe, &["get", "pods", "-n", "a"]);
@@ -96,12 +100,10 @@ fn a_view_binding_opens_reads_in_its_namespace_only() {
 
 #[test]
 fn a_role_is_enforced_to_the_verb_and_the_name() {
-    let server = Server::start();
-    server.kubectl_ok(&["create", "namespace", "a"]);
+    let (server, probe) = server_with_probe();
     for name in ["allowed", "other"] {
         server.kubectl_ok(&["create", "configmap", name, "-n", "a", "--from-literal=k=v"]);
     }
-    let probe = service_account(&server, "a", "probe");
     server.kubectl_ok(&[
         "create",
         "role",
@@ -207,12 +209,8 @@ fn a_namespace_admin_cannot_grant_more_than_it_holds() {
 
 #[test]
 fn python_client_sees_the_refusal_and_the_grant() {
-    let server = Server::start();
-    server.kubectl_ok(&["create", "namespace", "a"]);
-    server.kubectl_ok(&["create", "serviceaccount", "probe", "-n", "a"]);
-    let token = server.kubectl_ok(&["create", "token", "probe", "-n", "a"]);
-    let kubeconfig = token_kubeconfig(&server, "py-probe", token.trim());
-    let run = |phase: &str| python_ok(&kubeconfig, "rbac.py", &[phase]);
+    let (server, probe) = server_with_probe();
+    let run = |phase: &str| python_ok(&probe, "rbac.py", &[phase]);
     run("before");
     grant_probe_view(&server);
     run("after");
@@ -260,9 +258,7 @@ fn recording_listener() -> (u16, std::thread::JoinHandle<Vec<u8>>) {
 
 #[test]
 fn a_fake_node_gets_nothing_usable() {
-    let server = Server::start();
-    server.kubectl_ok(&["create", "namespace", "a"]);
-    let probe = service_account(&server, "a", "probe");
+    let (server, probe) = server_with_probe();
     let dir = server.data_dir().to_path_buf();
     let (port, recorder) = recording_listener();
     let node = serde_json::json!({"apiVersion": "v1", "kind": "Node",

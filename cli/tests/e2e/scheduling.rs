@@ -128,14 +128,7 @@ fn unschedulable_pod_is_explained() {
     assert_contains(&describe, "Insufficient cpu");
     // An event's SOURCE reads `component, host`: the scheduler has no host,
     // so its column is the component alone, as upstream's.
-    let events = server.kubectl_ok(&[
-        "get",
-        "events",
-        "-o",
-        "wide",
-        "--field-selector",
-        "reason=FailedScheduling",
-    ]);
+    let events = server.events_with("reason=FailedScheduling", &["-o", "wide"]);
     let line = events.lines().nth(1).unwrap_or_default();
     assert!(
         line.contains(" default-scheduler ") && !line.contains("default-scheduler,"),

@@ -173,7 +173,14 @@ impl Server {
     /// `kubectl get events` narrowed by `field_selector`, as the table a
     /// user reads.
     pub fn events(&self, field_selector: &str) -> String {
-        self.kubectl_ok(&["get", "events", "--field-selector", field_selector])
+        self.events_with(field_selector, &[])
+    }
+
+    /// [`Self::events`] with more of kubectl's flags (`-o wide`, `-o json`).
+    pub fn events_with(&self, field_selector: &str, flags: &[&str]) -> String {
+        let mut args = vec!["get", "events", "--field-selector", field_selector];
+        args.extend_from_slice(flags);
+        self.kubectl_ok(&args)
     }
 
     /// Runs kubectl expecting failure and returns its error output.

@@ -13,7 +13,10 @@ use serde_json::json;
 use skiff_node::images::BUSYBOX_IMAGE;
 use skiff_testkit::eventually;
 
-use crate::harness::{TestCluster, container_status, events, termination_message};
+use crate::harness::{
+    TestCluster, condition, container_status, events, init_container_status, pod_condition,
+    sleeper, termination_message,
+};
 
 /// (fieldPath, reason, message) of the kubelet's events about pod `name`.
 async fn pod_events(cluster: &TestCluster, name: &str) -> Vec<(String, String, String)> {
@@ -326,14 +329,11 @@ async fn a_pods_containers_are_reported_as_a_kubelet_reports_them() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lifecycle_hooks_run_after_start_and_before_stop() {
     let cluster = TestCluster::start(0).await;
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "late"},
-            "spec": {"activeDeadlineSeconds": 3, "terminationGracePeriodSeconds": 1,
-                     "containers": [{"name": "sleeper", "image": BUSYBOX_IMAGE,
-                                     "command": ["sleep", "3600"]}]}
-        }))
-        .await;
+    // A sleeper with an active deadline, stopped when it passes.
+    let mut late = sleeper("late", "sleeper");
+    late["spec"]["activeDeadlineSeconds"] = json!(3);
+    late["spec"]["terminationGracePeriodSeconds"] = json!(1);
+    cluster.create_pod(late).await;
     // Termination messages: the file a container leaves (at the default
     // path and at its own), and the end of its log when it left none.
     cluster
@@ -524,24 +524,20 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
         }))
         .await;
 
-    // A configMap volume whose ConfigMap is missing.
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "mountless"},
-            "spec": {"volumes": [{"name": "cfg", "configMap": {"name": "missing-cm"}}],
-                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
-                                     "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]}
-        }))
-        .await;
-    cluster
-        .create_pod(json!({
-            "metadata": {"name": "mountless-init"},
-            "spec": {"volumes": [{"name": "cfg", "configMap": {"name": "missing-cm"}}],
-                     "initContainers": [{"name": "setup", "image": BUSYBOX_IMAGE, "command": ["true"]}],
-                     "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
-                                     "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]}
-        }))
-        .await;
+    // A configMap volume whose ConfigMap is missing, in a pod without init
+    // containers and in the same pod with one.
+    let mountless = json!({
+        "metadata": {"name": "mountless"},
+        "spec": {"volumes": [{"name": "cfg", "configMap": {"name": "missing-cm"}}],
+                 "containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                                 "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}]}]}
+    });
+    let mut mountless_init = mountless.clone();
+    mountless_init["metadata"]["name"] = json!("mountless-init");
+    mountless_init["spec"]["initContainers"] =
+        json!([{"name": "setup", "image": BUSYBOX_IMAGE, "command": ["true"]}]);
+    cluster.create_pod(mountless).await;
+    cluster.create_pod(mountless_init).await;
     // A command that is not in the image: its start fails (StartError)
     // and it is restarted with back-off, as any container that exits.
     cluster
@@ -668,14 +664,10 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
         Some(("ContainerCreating".to_string(), String::new()))
     );
     // Without init containers the pod is initialized all the same.
-    let condition = |p: &k8s_openapi::api::core::v1::Pod, type_: &str| {
-        p.status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == type_).cloned())
-            .expect("condition")
-    };
-    assert_eq!(condition(&mountless, "Initialized").status, "True");
+    assert_eq!(
+        condition(&mountless, "Initialized").as_deref(),
+        Some("True")
+    );
     // With them, everything waits as PodInitializing (`Init:0/1`).
     let with_init = cluster
         .wait_pod(
@@ -685,14 +677,10 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
             |p| waiting(p, "c").is_some_and(|(r, _)| r == "PodInitializing"),
         )
         .await;
-    let setup = with_init
-        .status
-        .as_ref()
-        .and_then(|s| s.init_container_statuses.as_ref())
-        .and_then(|l| l.iter().find(|c| c.name == "setup"))
-        .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
-    assert_eq!(setup.as_deref(), Some("PodInitializing"));
-    let initialized = condition(&with_init, "Initialized");
+    let setup = init_container_status(&with_init, "setup")
+        .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.reason.as_deref());
+    assert_eq!(setup, Some("PodInitializing"));
+    let initialized = pod_condition(&with_init, "Initialized").expect("condition");
     assert_eq!(
         (initialized.status.as_str(), initialized.message.as_deref()),
         ("False", Some("containers with incomplete status: [setup]"))
