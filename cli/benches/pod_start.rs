@@ -131,7 +131,7 @@ async fn through_cri(
     let pod = bench_pod(&name, "bench-raw");
     // The same DNS settings the agent hands its pods by default.
     let dns = PodDnsInputs::load(&ClusterDnsSettings::default());
-    let mut sandbox = cri_config::sandbox_config(&pod, log_root, 0, &dns);
+    let mut sandbox = cri_config::sandbox_config(&pod, log_root, 0, &dns, None);
     sandbox.labels.remove(labels::POD_UID);
     let container_spec = pod
         .spec
@@ -152,6 +152,8 @@ async fn through_cri(
         termination_log: None,
         hosts_file: None,
         seccomp_root: std::path::Path::new("/nonexistent"),
+        // The bench pod is BestEffort: the node's memory does not enter.
+        oom_score_adj: skiff_node::oom_score::for_container(&pod, &container_spec, 1 << 30),
     };
     let mut container = cri_config::container_config(&container_spec, &inputs);
     container.labels.remove(labels::POD_UID);

@@ -127,6 +127,18 @@ pub(crate) struct NodeFlags {
           value_parser = go_duration)]
     pub minimum_image_ttl_duration: std::time::Duration,
 
+    /// The cgroup below which pods' cgroups are laid out (`kubepods`, its
+    /// QoS classes, one per pod), as the kubelet's `--cgroup-root`.
+    #[arg(long, env = "SKIFF_CGROUP_ROOT", default_value = "/")]
+    pub cgroup_root: String,
+
+    /// Whether pods get cgroups of their own (`--cgroups-per-qos=false`
+    /// leaves each container where the runtime puts it), as the kubelet's
+    /// flag.
+    #[arg(long, env = "SKIFF_CGROUPS_PER_QOS", default_value_t = true,
+          action = clap::ArgAction::Set)]
+    pub cgroups_per_qos: bool,
+
     /// nftables table (family `ip`) of the pod network's masquerade rules.
     #[arg(long, env = "SKIFF_POD_NETWORK_TABLE", default_value = agent::overlay::DEFAULT_TABLE)]
     pub pod_network_table: String,
@@ -161,6 +173,7 @@ impl NodeFlags {
         config.sysctls = agent::pod::sysctls::Allowlist::with_unsafe(&self.allowed_unsafe_sysctls)
             .context("--allowed-unsafe-sysctls")?;
         config.eviction_hard = self.eviction_hard;
+        config.cgroup_root = self.cgroups_per_qos.then(|| self.cgroup_root.clone());
         if self.image_gc_low_threshold >= self.image_gc_high_threshold {
             anyhow::bail!(
                 "--image-gc-low-threshold ({}) must be less than --image-gc-high-threshold ({})",

@@ -136,6 +136,16 @@ mod tests {
     }
 
     #[test]
+    fn pod_cgroups_follow_the_kubelet_flags() {
+        let default = server_node_config(&[]).expect("defaults");
+        assert_eq!(default.cgroup_root.as_deref(), Some("/"));
+        let rooted = server_node_config(&["--cgroup-root", "/edge"]).expect("a root");
+        assert_eq!(rooted.cgroup_root.as_deref(), Some("/edge"));
+        let off = server_node_config(&["--cgroups-per-qos=false"]).expect("off");
+        assert_eq!(off.cgroup_root, None);
+    }
+
+    #[test]
     fn eviction_hard_takes_the_kubelet_spelling_and_refuses_what_skiff_cannot_honour() {
         let config = server_node_config(&["--eviction-hard", "nodefs.available<5%"])
             .expect("a supported threshold");

@@ -95,6 +95,10 @@ pub struct AgentConfig {
     pub eviction_hard: node::eviction::EvictionHard,
     /// When unused images are removed (`--image-gc-high-threshold`, …).
     pub image_gc: image_gc::ImageGcPolicy,
+    /// The cgroup below which the `kubepods` hierarchy of pod cgroups is
+    /// laid out (`--cgroup-root`); `None` gives pods no pod-level cgroups
+    /// (`--cgroups-per-qos=false`): the runtime places each container.
+    pub cgroup_root: Option<String>,
 }
 
 impl AgentConfig {
@@ -121,6 +125,7 @@ impl AgentConfig {
             sysctls: Default::default(),
             eviction_hard: Default::default(),
             image_gc: Default::default(),
+            cgroup_root: Some("/".into()),
         }
     }
 
@@ -362,6 +367,13 @@ async fn run_with_runtime(
         log_root: config.log_root(),
         allocatable,
         memory_capacity: facts.memory,
+        cgroups: config.cgroup_root.as_deref().and_then(|root| {
+            pod::cgroups::PodCgroups::start(
+                root,
+                i64::from(facts.cpus) * 1000,
+                i64::try_from(facts.memory).unwrap_or(i64::MAX),
+            )
+        }),
         crash_backoff: config.crash_backoff,
         image_backoff: config.image_backoff,
         dns: dns_config::PodDnsInputs::load(&config.dns),

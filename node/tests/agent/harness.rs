@@ -1,7 +1,7 @@
 //! One API server plus one agent (with its own containerd, pod CIDR and
 //! bridge) per test, torn down completely afterwards.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -79,6 +79,9 @@ impl TestCluster {
         config.fallback_pod_cidr = format!("10.232.{}.0/24", (pid % 30) * 8 + u32::from(slot));
         config.cni_bridge = format!("ska{}s{}", pid % 100_000, slot);
         config.cni_network = format!("skiff-agent-test-{}", config.cni_bridge);
+        // Pod cgroups of its own: concurrent tests' agents would otherwise
+        // weigh one shared `kubepods`, and removing a test's leaves no trace.
+        config.cgroup_root = Some(format!("/{}", config.cni_bridge));
         // Agents of concurrent tests share the host's network namespace: no
         // VXLAN device (one name and port for all), a masquerade table each.
         config.overlay.backend = skiff_node::agent::overlay::Backend::None;
@@ -327,6 +330,33 @@ impl Drop for TestCluster {
             .args(["delete", "table", "ip", &self.config.overlay.table])
             .stderr(std::process::Stdio::null())
             .status();
+        if let Some(root) = &self.config.cgroup_root {
+            remove_cgroup_tree(root);
+        }
+    }
+}
+
+/// Removes the test's cgroup tree, deepest first, from every hierarchy
+/// (its processes are gone by now; a cgroup still holding one stays).
+fn remove_cgroup_tree(root: &str) {
+    fn remove(dir: &Path) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove(&entry.path());
+            }
+        }
+        let _ = std::fs::remove_dir(dir);
+    }
+    let relative = root.trim_start_matches('/');
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let dir = hierarchy.path().join(relative);
+        if !relative.is_empty() && dir.is_dir() {
+            remove(&dir);
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used, unreachable_pub)]
 
+mod cgroups;
 mod container_events;
 mod eviction;
 mod harness;

@@ -97,6 +97,7 @@ async fn a_duplicate_sandbox_is_reconciled_to_one() {
         &cluster.log_root(),
         1,
         &skiff_node::agent::pod::dns_config::PodDnsInputs::load(&Default::default()),
+        None,
     );
     let duplicate = skiff_node::Runtime::run_pod_sandbox(&cluster.cri, &config, "")
         .await

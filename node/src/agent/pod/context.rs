@@ -32,6 +32,8 @@ pub(crate) struct AgentContext {
     /// The node's memory in bytes (`MemTotal`), what a Burstable
     /// container's OOM score is a share of.
     pub memory_capacity: u64,
+    /// The node's pod cgroups, unless it gives pods none.
+    pub cgroups: Option<super::cgroups::PodCgroups>,
     /// Container restart back-off.
     pub crash_backoff: BackoffConfig,
     /// Image pull back-off.

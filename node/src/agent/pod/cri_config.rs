@@ -43,12 +43,15 @@ pub fn container_log_path(container: &str, restart_count: u32) -> String {
     format!("{container}/{restart_count}.log")
 }
 
-/// The sandbox config of `pod`; `dns` gives its resolv.conf and host name.
+/// The sandbox config of `pod`; `dns` gives its resolv.conf and host name,
+/// `cgroup_parent` the pod's cgroup (containerd creates the sandbox and
+/// every container below it).
 pub fn sandbox_config(
     pod: &Pod,
     log_root: &Path,
     attempt: u32,
     dns: &dns_config::PodDnsInputs,
+    cgroup_parent: Option<String>,
 ) -> api::PodSandboxConfig {
     let m = &pod.metadata;
     let namespace = m.namespace.clone().unwrap_or_else(|| "default".into());
@@ -107,6 +110,7 @@ pub fn sandbox_config(
                 ..Default::default()
             }),
             sysctls: super::sysctls::of(pod),
+            cgroup_parent: cgroup_parent.unwrap_or_default(),
             ..Default::default()
         }),
         ..Default::default()
@@ -391,13 +395,20 @@ mod tests {
             cluster: Default::default(),
             host: dns_config::ResolvConf::parse("nameserver 192.0.2.53\n"),
         };
-        let cfg = sandbox_config(&pod, Path::new("/logs"), 2, &dns);
+        let cfg = sandbox_config(
+            &pod,
+            Path::new("/logs"),
+            2,
+            &dns,
+            Some("/kubepods/podu1".into()),
+        );
         assert_eq!(cfg.labels[labels::POD_UID], "u1");
         assert_eq!(cfg.labels["app"], "x");
         assert_eq!(cfg.log_directory, "/logs/ns_web_u1");
         assert_eq!(cfg.hostname, "web");
         assert_eq!(cfg.metadata.unwrap().attempt, 2);
         assert_eq!(cfg.port_mappings[0].host_port, 8080);
+        assert_eq!(cfg.linux.as_ref().unwrap().cgroup_parent, "/kubepods/podu1");
         let resolv = cfg.dns_config.expect("pods get a DNS config");
         assert_eq!(resolv.servers, ["10.43.0.10"]);
         assert_eq!(resolv.searches[0], "ns.svc.cluster.local");

@@ -15,6 +15,7 @@
 pub(crate) mod admission;
 pub(crate) mod apparmor;
 pub mod backoff;
+pub(crate) mod cgroups;
 pub(crate) mod container_events;
 pub(crate) mod context;
 pub mod cri_config;

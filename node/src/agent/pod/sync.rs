@@ -383,7 +383,12 @@ pub(crate) async fn sync(
                 .filter_map(|s| s.metadata.as_ref().map(|m| m.attempt + 1))
                 .max()
                 .unwrap_or(0);
-            let config = cri_config::sandbox_config(pod, &ctx.log_root, attempt, &ctx.dns);
+            let cgroup = ctx.cgroups.as_ref().and_then(|c| {
+                let parent = c.ensure(pod);
+                c.weigh_burstable(ctx.pods.list().iter().map(|p| p.as_ref()));
+                parent
+            });
+            let config = cri_config::sandbox_config(pod, &ctx.log_root, attempt, &ctx.dns, cgroup);
             let _ = std::fs::create_dir_all(&config.log_directory);
             let started = match runtime_handler(ctx, pod).await {
                 Ok(handler) => runtime.run_pod_sandbox(&config, &handler).await,
@@ -418,7 +423,8 @@ pub(crate) async fn sync(
         .filter(|ip| !ip.is_empty());
     observed.sandbox_ready = true;
     observed.pod_ip = pod_ip.clone();
-    let sandbox_config = cri_config::sandbox_config(pod, &ctx.log_root, attempt, &ctx.dns);
+    let cgroup = ctx.cgroups.as_ref().and_then(|c| c.existing(pod));
+    let sandbox_config = cri_config::sandbox_config(pod, &ctx.log_root, attempt, &ctx.dns, cgroup);
     let starter = Starter {
         ctx,
         pod,

@@ -155,6 +155,16 @@ pub(crate) async fn remove_pod(ctx: &AgentContext, uid: &str) -> Result<(), Runt
             }
         }
     }
+    if let Some(cgroups) = &ctx.cgroups {
+        cgroups.remove(uid);
+        cgroups.weigh_burstable(
+            ctx.pods
+                .list()
+                .iter()
+                .map(|p| p.as_ref())
+                .filter(|p| p.metadata.uid.as_deref() != Some(uid)),
+        );
+    }
     let dir = volumes::pod_dir(&ctx.agent_dir, uid);
     if let Err(error) = std::fs::remove_dir_all(&dir)
         && error.kind() != std::io::ErrorKind::NotFound
