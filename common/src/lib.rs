@@ -37,6 +37,7 @@
 
 pub mod amount;
 pub mod cidr;
+pub mod conditions;
 pub mod containers;
 pub mod cron;
 pub mod default_class;

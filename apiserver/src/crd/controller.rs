@@ -14,6 +14,7 @@ use std::time::Duration;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams};
 use serde_json::{Value, json};
+use skiff_common::conditions::without_transition_times;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use super::definition::{CLEANUP_FINALIZER, Definition};
@@ -132,7 +133,7 @@ async fn reconcile(inner: &Arc<Inner>, client: &kube::Client, served: &Served) -
     for crd in stored_crds(inner) {
         let def = Definition::parse(&crd);
         let status = desired_status(&crd, &def, served.acceptance.get(&def.name));
-        if without_times(&status) != without_times(&crd["status"]) {
+        if without_transition_times(&status) != without_transition_times(&crd["status"]) {
             let patch = json!({ "status": status });
             if let Err(e) = api
                 .patch_status(&def.name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -256,19 +257,6 @@ fn desired_status(crd: &Value, def: &Definition, acceptance: Option<&Acceptance>
         stored.push(v.to_string());
     }
     json!({"acceptedNames": accepted_names, "conditions": conditions, "storedVersions": stored})
-}
-
-/// A status without condition timestamps, to tell real changes apart.
-fn without_times(status: &Value) -> Value {
-    let mut copy = status.clone();
-    if let Some(conditions) = copy.get_mut("conditions").and_then(Value::as_array_mut) {
-        for c in conditions {
-            if let Some(m) = c.as_object_mut() {
-                m.remove("lastTransitionTime");
-            }
-        }
-    }
-    copy
 }
 
 #[cfg(test)]

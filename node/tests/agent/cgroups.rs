@@ -6,22 +6,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use crate::harness::{TestCluster, container_id, create_qos_pods, exec};
+use k8s_openapi::api::core::v1::Node;
 use kube::Api;
-use serde_json::json;
-use skiff_node::images::BUSYBOX_IMAGE;
-
-use crate::harness::{TestCluster, container_id, exec};
 
 const LONG: Duration = Duration::from_secs(60);
-
-fn pod(name: &str, resources: serde_json::Value) -> serde_json::Value {
-    json!({
-        "metadata": {"name": name},
-        "spec": {"terminationGracePeriodSeconds": 0, "containers": [{"name": "c",
-            "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"], "resources": resources}]}
-    })
-}
 
 /// A file of `cgroup` in the host's `controller` hierarchy, trimmed.
 fn read(controller: &str, cgroup: &str, file: &str) -> String {
@@ -38,8 +27,9 @@ fn host_dir(controller: &str, cgroup: &str) -> PathBuf {
         .join(cgroup.trim_start_matches('/'))
 }
 
-/// The running pod and the memory cgroup its container says it is in.
-async fn placed(cluster: &TestCluster, name: &str) -> (Pod, String) {
+/// The cgroup of pod `name`, below `qos_cgroup`, once it runs: its
+/// container says (`/proc/1/cgroup`) it is in a cgroup of its own there.
+async fn pod_cgroup(cluster: &TestCluster, name: &str, qos_cgroup: &str) -> String {
     let running = cluster.wait_phase(name, LONG, "Running").await;
     let id = container_id(&running, "c");
     let (code, out) = exec(&cluster.cri, &id, &["cat", "/proc/1/cgroup"]).await;
@@ -48,12 +38,10 @@ async fn placed(cluster: &TestCluster, name: &str) -> (Pod, String) {
         .lines()
         .find_map(|l| l.split_once(":memory:").map(|(_, path)| path.to_owned()))
         .unwrap_or_else(|| panic!("no memory cgroup in {out}"));
-    assert!(memory.ends_with(&format!("/{id}")), "{memory}");
-    (running, memory)
-}
-
-fn uid(pod: &Pod) -> &str {
-    pod.metadata.uid.as_deref().expect("uid")
+    let uid = running.metadata.uid.as_deref().expect("uid");
+    let pod_cgroup = format!("{qos_cgroup}/pod{uid}");
+    assert_eq!(memory, format!("{pod_cgroup}/{id}"), "{name}");
+    pod_cgroup
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -62,60 +50,28 @@ async fn pods_run_in_cgroups_of_their_qos_class_with_their_caps() {
     let root = cluster.config.cgroup_root.clone().expect("a cgroup root");
     let kubepods = format!("{root}/kubepods");
 
-    let exact = json!({"cpu": "100m", "memory": "64Mi"});
-    cluster
-        .create_pod(pod(
-            "guaranteed",
-            json!({"requests": exact, "limits": exact}),
-        ))
-        .await;
-    cluster
-        .create_pod(pod(
-            "burstable",
-            json!({"requests": {"cpu": "200m", "memory": "32Mi"}}),
-        ))
-        .await;
-    cluster.create_pod(pod("best-effort", json!({}))).await;
+    create_qos_pods(&cluster).await;
 
-    let (guaranteed, in_guaranteed) = placed(&cluster, "guaranteed").await;
-    let pod_cgroup = format!("{kubepods}/pod{}", uid(&guaranteed));
-    assert!(
-        in_guaranteed.starts_with(&format!("{pod_cgroup}/")),
-        "{in_guaranteed}"
-    );
+    let guaranteed = pod_cgroup(&cluster, "guaranteed", &kubepods).await;
     // The pod's caps: 64 MiB, 10 ms of CPU per 100 ms, shares of 100m.
     assert_eq!(
-        read("memory", &pod_cgroup, "memory.limit_in_bytes"),
+        read("memory", &guaranteed, "memory.limit_in_bytes"),
         (64u64 << 20).to_string()
     );
-    assert_eq!(read("cpu", &pod_cgroup, "cpu.cfs_quota_us"), "10000");
-    assert_eq!(read("cpu", &pod_cgroup, "cpu.shares"), "102");
+    assert_eq!(read("cpu", &guaranteed, "cpu.cfs_quota_us"), "10000");
+    assert_eq!(read("cpu", &guaranteed, "cpu.shares"), "102");
 
-    let (burstable, in_burstable) = placed(&cluster, "burstable").await;
-    let burstable_cgroup = format!("{kubepods}/burstable/pod{}", uid(&burstable));
-    assert!(
-        in_burstable.starts_with(&format!("{burstable_cgroup}/")),
-        "{in_burstable}"
-    );
-    // No limits: the pod is weighed by its request and not capped.
-    assert_eq!(read("cpu", &burstable_cgroup, "cpu.shares"), "204");
-    assert_eq!(read("cpu", &burstable_cgroup, "cpu.cfs_quota_us"), "-1");
-    // The Burstable class weighs what its pods request.
-    assert_eq!(
-        read("cpu", &format!("{kubepods}/burstable"), "cpu.shares"),
-        "204"
-    );
+    let burstable_class = format!("{kubepods}/burstable");
+    let burstable = pod_cgroup(&cluster, "burstable", &burstable_class).await;
+    // No limits: the pod is weighed by its request and not capped, and its
+    // class weighs what its pods request.
+    assert_eq!(read("cpu", &burstable, "cpu.shares"), "204");
+    assert_eq!(read("cpu", &burstable, "cpu.cfs_quota_us"), "-1");
+    assert_eq!(read("cpu", &burstable_class, "cpu.shares"), "204");
 
-    let (best_effort, in_best_effort) = placed(&cluster, "best-effort").await;
-    let best_effort_cgroup = format!("{kubepods}/besteffort/pod{}", uid(&best_effort));
-    assert!(
-        in_best_effort.starts_with(&format!("{best_effort_cgroup}/")),
-        "{in_best_effort}"
-    );
-    assert_eq!(
-        read("cpu", &format!("{kubepods}/besteffort"), "cpu.shares"),
-        "2"
-    );
+    let best_effort_class = format!("{kubepods}/besteffort");
+    pod_cgroup(&cluster, "best-effort", &best_effort_class).await;
+    assert_eq!(read("cpu", &best_effort_class, "cpu.shares"), "2");
 
     // All pods together are capped at the node's capacity (the kernel
     // keeps whole pages of it).
@@ -145,7 +101,7 @@ async fn pods_run_in_cgroups_of_their_qos_class_with_their_caps() {
     skiff_testkit::eventually(LONG, "the pod's cgroup removed", || async {
         ["memory", "cpu", "pids", "cpuset"]
             .iter()
-            .all(|c| !host_dir(c, &pod_cgroup).exists())
+            .all(|c| !host_dir(c, &guaranteed).exists())
             .then_some(())
     })
     .await;

@@ -442,6 +442,34 @@ pub fn sleeper(name: &str, container: &str) -> serde_json::Value {
     })
 }
 
+/// Burstable's memory request in [`create_qos_pods`].
+pub const BURSTABLE_MEMORY_REQUEST: u64 = 256 << 20;
+
+/// Three sleeping pods of one container `c`, one per QoS class:
+/// `guaranteed` (100m CPU and 64 MiB, requested and limited), `burstable`
+/// (requests 200m CPU and [`BURSTABLE_MEMORY_REQUEST`], no limits) and
+/// `best-effort`.
+pub async fn create_qos_pods(cluster: &TestCluster) {
+    let exact = serde_json::json!({"cpu": "100m", "memory": "64Mi"});
+    let pods = [
+        (
+            "guaranteed",
+            serde_json::json!({"requests": exact, "limits": exact}),
+        ),
+        (
+            "burstable",
+            serde_json::json!({"requests": {"cpu": "200m", "memory": "256Mi"}}),
+        ),
+        ("best-effort", serde_json::json!({})),
+    ];
+    for (name, resources) in pods {
+        let mut pod = sleeper(name, "c");
+        pod["spec"]["terminationGracePeriodSeconds"] = 0.into();
+        pod["spec"]["containers"][0]["resources"] = resources;
+        cluster.create_pod(pod).await;
+    }
+}
+
 /// The status of init container `name` (a sidecar's among them).
 pub fn init_container_status<'a>(
     pod: &'a Pod,

@@ -4,21 +4,9 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-use skiff_node::images::BUSYBOX_IMAGE;
-
-use crate::harness::{TestCluster, container_id, exec};
+use crate::harness::{BURSTABLE_MEMORY_REQUEST, TestCluster, container_id, create_qos_pods, exec};
 
 const LONG: Duration = Duration::from_secs(60);
-const MIB: u64 = 1 << 20;
-
-fn pod(name: &str, resources: serde_json::Value) -> serde_json::Value {
-    json!({
-        "metadata": {"name": name},
-        "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE,
-            "command": ["sleep", "3600"], "resources": resources}]}
-    })
-}
 
 /// The `oom_score_adj` of the container's first process, as it reads its own.
 async fn score_in(cluster: &TestCluster, name: &str) -> i64 {
@@ -51,21 +39,11 @@ async fn containers_rank_for_the_oom_killer_by_qos_class() {
             .parse()
             .expect("a number");
 
-    cluster.create_pod(pod("best-effort", json!({}))).await;
-    cluster
-        .create_pod(pod("burstable", json!({"requests": {"memory": "256Mi"}})))
-        .await;
-    let exact = json!({"cpu": "100m", "memory": "64Mi"});
-    cluster
-        .create_pod(pod(
-            "guaranteed",
-            json!({"requests": exact, "limits": exact}),
-        ))
-        .await;
+    create_qos_pods(&cluster).await;
 
     assert_eq!(score_in(&cluster, "best-effort").await, 1000);
     let burstable = score_in(&cluster, "burstable").await;
-    let expected = 1000 - (1000 * 256 * MIB / mem_total()) as i64;
+    let expected = 1000 - (1000 * BURSTABLE_MEMORY_REQUEST / mem_total()) as i64;
     assert_eq!(burstable, expected.max(3));
     let guaranteed = score_in(&cluster, "guaranteed").await;
 

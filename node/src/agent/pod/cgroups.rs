@@ -472,24 +472,29 @@ mod tests {
             quota_us: Some(50_000),
             memory: Some(1 << 20),
         };
-        let v1 = limits.files(&Hierarchy::V1(Vec::new()));
-        assert_eq!(
-            v1,
-            [
-                ("cpu", "cpu.shares", "1024".to_string()),
-                ("cpu", "cpu.cfs_period_us", "100000".to_string()),
-                ("cpu", "cpu.cfs_quota_us", "50000".to_string()),
-                ("memory", "memory.limit_in_bytes", "1048576".to_string()),
-            ]
-        );
-        let v2 = limits.files(&Hierarchy::V2(PathBuf::new()));
-        assert_eq!(
-            v2,
-            [
-                ("cpu", "cpu.weight", "39".to_string()),
-                ("cpu", "cpu.max", "50000 100000".to_string()),
-                ("memory", "memory.max", "1048576".to_string()),
-            ]
-        );
+        let cases = [
+            (
+                Hierarchy::V1(Vec::new()),
+                vec![
+                    ("cpu", "cpu.shares", "1024"),
+                    ("cpu", "cpu.cfs_period_us", "100000"),
+                    ("cpu", "cpu.cfs_quota_us", "50000"),
+                    ("memory", "memory.limit_in_bytes", "1048576"),
+                ],
+            ),
+            (
+                Hierarchy::V2(PathBuf::new()),
+                vec![
+                    ("cpu", "cpu.weight", "39"),
+                    ("cpu", "cpu.max", "50000 100000"),
+                    ("memory", "memory.max", "1048576"),
+                ],
+            ),
+        ];
+        for (hierarchy, expected) in cases {
+            let files = limits.files(&hierarchy);
+            let files: Vec<_> = files.iter().map(|(c, f, v)| (*c, *f, v.as_str())).collect();
+            assert_eq!(files, expected, "{hierarchy:?}");
+        }
     }
 }

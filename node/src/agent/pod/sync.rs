@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{Container, Node, ObjectReference, Pod};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use skiff_common::conditions::without_transition_times;
 
 use super::admission;
 use super::backoff::{Backoff, Verdict, go_duration};
@@ -1266,7 +1267,9 @@ async fn report(
     let value = serde_json::to_value(&status).unwrap_or_default();
     // Transition times are "now" until the API echoes ours back; they alone
     // are no reason to write again.
-    if state.last_status.as_ref().map(without_times) == Some(without_times(&value)) {
+    if state.last_status.as_ref().map(without_transition_times)
+        == Some(without_transition_times(&value))
+    {
         return Ok(phase);
     }
     let patch = serde_json::json!({ "status": value });
@@ -1283,18 +1286,6 @@ async fn report(
         }
     }
     Ok(phase)
-}
-
-fn without_times(status: &serde_json::Value) -> serde_json::Value {
-    let mut copy = status.clone();
-    if let Some(conditions) = copy.get_mut("conditions").and_then(|c| c.as_array_mut()) {
-        for c in conditions {
-            if let Some(c) = c.as_object_mut() {
-                c.remove("lastTransitionTime");
-            }
-        }
-    }
-    copy
 }
 
 #[cfg(test)]
