@@ -15,6 +15,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
+use skiff_common::node_conditions::conditions;
 use skiff_informer::{Action, Cache, Controller, HandlerFns, ObjectKey, WorkQueue};
 
 use crate::controller_utils::done_or_gone;
@@ -72,11 +73,8 @@ pub(crate) fn node_addresses(nodes: &[Arc<Node>]) -> Vec<String> {
 }
 
 fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
+    conditions(node)
+        .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
