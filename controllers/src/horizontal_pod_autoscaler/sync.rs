@@ -753,44 +753,37 @@ impl Syncer {
             pod_usage(&items, resource, container)
                 .map_err(|e| format!("failed to get container metrics: {e}"))
         };
-        if let Some(average) = target.average_value.as_ref() {
+        // An average value target is read as usage, and wins over a
+        // utilization one.
+        let (goal, what) = if let Some(average) = target.average_value.as_ref() {
             let wanted = skiff_common::quantity::milli_value(average).unwrap_or(0);
-            let metrics = fetch()
-                .await
-                .map_err(|e| format!("failed to get {resource} usage: unable to get metrics for resource {resource}: {e}"))?;
-            let pods = pods
-                .as_ref()
-                .map_err(|e| format!("failed to get {resource} usage: {e}"))?;
-            let target = replicas::Target::AverageValue(wanted);
-            let proposal =
-                replicas::resource_replicas(current, target, resource, pods, metrics, tuning, now)
-                    .map_err(|e| format!("failed to get {resource} usage: {e}"))?;
-            let status = MetricValueStatus {
-                average_value: Some(milli_quantity(proposal.average)),
-                ..Default::default()
-            };
-            return Ok((proposal, format!("{resource} resource"), status));
-        }
-        let Some(utilization) = target.average_utilization else {
+            (replicas::Target::AverageValue(wanted), "usage")
+        } else if let Some(percent) = target.average_utilization {
+            (
+                replicas::Target::Utilization { percent, container },
+                "utilization",
+            )
+        } else {
             return Err("invalid resource metric source: neither an average utilization target nor an average value (usage) target was set".into());
         };
-        let metrics = fetch()
-            .await
-            .map_err(|e| format!("failed to get {resource} utilization: unable to get metrics for resource {resource}: {e}"))?;
-        let pods = pods
-            .as_ref()
-            .map_err(|e| format!("failed to get {resource} utilization: {e}"))?;
-        let target = replicas::Target::Utilization {
-            percent: utilization,
-            container,
+        let failed = |e: &dyn std::fmt::Display| format!("failed to get {resource} {what}: {e}");
+        let metrics = fetch().await.map_err(|e| {
+            failed(&format_args!(
+                "unable to get metrics for resource {resource}: {e}"
+            ))
+        })?;
+        let pods = pods.as_ref().map_err(|e| failed(e))?;
+        let name = match (&goal, container) {
+            (replicas::Target::AverageValue(_), _) => format!("{resource} resource"),
+            (_, Some(_)) => {
+                format!("{resource} container resource utilization (percentage of request)")
+            }
+            (_, None) => format!("{resource} resource utilization (percentage of request)"),
         };
         let proposal =
-            replicas::resource_replicas(current, target, resource, pods, metrics, tuning, now)
-                .map_err(|e| format!("failed to get {resource} utilization: {e}"))?;
-        let name = match container {
-            Some(_) => format!("{resource} container resource utilization (percentage of request)"),
-            None => format!("{resource} resource utilization (percentage of request)"),
-        };
+            replicas::resource_replicas(current, goal, resource, pods, metrics, tuning, now)
+                .map_err(|e| failed(&e))?;
+        // An average value target's proposal has no utilization: none is reported.
         let status = MetricValueStatus {
             average_utilization: proposal.utilization,
             average_value: Some(milli_quantity(proposal.average)),
