@@ -540,11 +540,15 @@ impl Syncer {
         let mut statuses = vec![MetricStatus::default(); specs.len()];
         let mut best: Option<(i32, String)> = None;
         let mut failures: Vec<MetricFailure> = Vec::new();
+        let reading = Reading {
+            namespace,
+            selector: &selector,
+            pods: &pods,
+            current,
+            now,
+        };
         for (i, spec) in specs.iter().enumerate() {
-            match self
-                .metric_proposal(spec, namespace, &selector, &pods, current, now)
-                .await
-            {
+            match self.metric_proposal(spec, &reading).await {
                 Ok((replicas, name, status)) => {
                     statuses[i] = status;
                     if best.as_ref().is_none_or(|(r, _)| replicas > *r) {
@@ -620,11 +624,7 @@ impl Syncer {
     async fn metric_proposal(
         &self,
         spec: &MetricSpec,
-        namespace: &str,
-        selector: &str,
-        pods: &Result<Vec<Pod>, String>,
-        current: i32,
-        now: Timestamp,
+        reading: &Reading<'_>,
     ) -> Result<(i32, String, MetricStatus), MetricFailure> {
         match spec.type_.as_str() {
             kind @ ("Resource" | "ContainerResource") => {
@@ -659,9 +659,7 @@ impl Syncer {
                     _ => return Err(invalid_source(kind)),
                 };
                 let (proposal, metric, value) = self
-                    .resource_proposal(
-                        name, container, target, namespace, selector, pods, current, now,
-                    )
+                    .resource_proposal(name, container, target, reading)
                     .await
                     .map_err(|error| MetricFailure {
                         reason,
@@ -728,18 +726,20 @@ impl Syncer {
 
     /// A resource metric's proposal (`container` for ContainerResource),
     /// the metric's name for Events and its current value.
-    #[allow(clippy::too_many_arguments)]
     async fn resource_proposal(
         &self,
         resource: &str,
         container: Option<&str>,
         target: &MetricTarget,
-        namespace: &str,
-        selector: &str,
-        pods: &Result<Vec<Pod>, String>,
-        current: i32,
-        now: Timestamp,
+        reading: &Reading<'_>,
     ) -> Result<(Proposal, String, MetricValueStatus), String> {
+        let &Reading {
+            namespace,
+            selector,
+            pods,
+            current,
+            now,
+        } = reading;
         let tuning = &self.config.tuning;
         let fetch = || async {
             let items = self
@@ -791,6 +791,17 @@ impl Syncer {
         };
         Ok((proposal, name, status))
     }
+}
+
+/// What each metric of an autoscaler is read against in one sync: the
+/// target's pods (those `selector` picks in `namespace`, or why they could
+/// not be listed), its current replica count and the sync's time.
+struct Reading<'a> {
+    namespace: &'a str,
+    selector: &'a str,
+    pods: &'a Result<Vec<Pod>, String>,
+    current: i32,
+    now: Timestamp,
 }
 
 fn invalid_source(type_: &str) -> MetricFailure {
