@@ -18,7 +18,7 @@ use kube::{Api, ResourceExt};
 use skiff_common::node_conditions::conditions;
 use skiff_informer::{Action, Cache, Controller, HandlerFns, ObjectKey, WorkQueue};
 
-use crate::controller_utils::done_or_gone;
+use crate::controller_utils::{self, done_or_gone};
 use crate::manager::{Context, Stop, stopped};
 
 /// The Node label that limits which Nodes serve load balancers.
@@ -47,12 +47,7 @@ pub(crate) fn node_addresses(nodes: &[Arc<Node>]) -> Vec<String> {
         if !is_ready(node) || (restricted && !labelled(node)) {
             continue;
         }
-        let addresses = node
-            .status
-            .as_ref()
-            .and_then(|s| s.addresses.as_ref())
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let addresses = controller_utils::node_addresses(node);
         let external: Vec<&str> = addresses
             .iter()
             .filter(|a| a.type_ == "ExternalIP")
