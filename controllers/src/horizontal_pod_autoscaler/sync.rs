@@ -540,7 +540,7 @@ impl Syncer {
         let mut statuses = vec![MetricStatus::default(); specs.len()];
         let mut best: Option<(i32, String)> = None;
         let mut failures: Vec<MetricFailure> = Vec::new();
-        let reading = Reading {
+        let inputs = MetricInputs {
             namespace,
             selector: &selector,
             pods: &pods,
@@ -548,7 +548,7 @@ impl Syncer {
             now,
         };
         for (i, spec) in specs.iter().enumerate() {
-            match self.metric_proposal(spec, &reading).await {
+            match self.metric_proposal(spec, &inputs).await {
                 Ok((replicas, name, status)) => {
                     statuses[i] = status;
                     if best.as_ref().is_none_or(|(r, _)| replicas > *r) {
@@ -624,7 +624,7 @@ impl Syncer {
     async fn metric_proposal(
         &self,
         spec: &MetricSpec,
-        reading: &Reading<'_>,
+        inputs: &MetricInputs<'_>,
     ) -> Result<(i32, String, MetricStatus), MetricFailure> {
         match spec.type_.as_str() {
             kind @ ("Resource" | "ContainerResource") => {
@@ -659,7 +659,7 @@ impl Syncer {
                     _ => return Err(invalid_source(kind)),
                 };
                 let (proposal, metric, value) = self
-                    .resource_proposal(name, container, target, reading)
+                    .resource_proposal(name, container, target, inputs)
                     .await
                     .map_err(|error| MetricFailure {
                         reason,
@@ -731,15 +731,15 @@ impl Syncer {
         resource: &str,
         container: Option<&str>,
         target: &MetricTarget,
-        reading: &Reading<'_>,
+        inputs: &MetricInputs<'_>,
     ) -> Result<(Proposal, String, MetricValueStatus), String> {
-        let &Reading {
+        let &MetricInputs {
             namespace,
             selector,
             pods,
             current,
             now,
-        } = reading;
+        } = inputs;
         let tuning = &self.config.tuning;
         let fetch = || async {
             let items = self
@@ -796,7 +796,7 @@ impl Syncer {
 /// What each metric of an autoscaler is read against in one sync: the
 /// target's pods (those `selector` picks in `namespace`, or why they could
 /// not be listed), its current replica count and the sync's time.
-struct Reading<'a> {
+struct MetricInputs<'a> {
     namespace: &'a str,
     selector: &'a str,
     pods: &'a Result<Vec<Pod>, String>,
