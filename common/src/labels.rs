@@ -204,34 +204,29 @@ mod tests {
 
     use super::from_pairs as labels;
 
+    /// The values of an `In` or `NotIn` operator.
+    fn values(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
     #[test]
     fn operators_read_the_label_value() {
+        use Operator::*;
         let l = labels(&[("zone", "a"), ("gen", "5")]);
         let cases = [
-            (
-                Requirement::new("zone", Operator::In(vec!["a".into(), "b".into()])),
-                true,
-            ),
-            (
-                Requirement::new("zone", Operator::In(vec!["b".into()])),
-                false,
-            ),
-            (
-                Requirement::new("zone", Operator::NotIn(vec!["b".into()])),
-                true,
-            ),
-            (
-                Requirement::new("missing", Operator::NotIn(vec!["b".into()])),
-                true,
-            ),
-            (Requirement::new("zone", Operator::Exists), true),
-            (Requirement::new("missing", Operator::DoesNotExist), true),
-            (Requirement::new("gen", Operator::Gt(4)), true),
-            (Requirement::new("gen", Operator::Gt(5)), false),
-            (Requirement::new("gen", Operator::Lt(6)), true),
-            (Requirement::new("zone", Operator::Lt(6)), false),
+            ("zone", In(values(&["a", "b"])), true),
+            ("zone", In(values(&["b"])), false),
+            ("zone", NotIn(values(&["b"])), true),
+            ("missing", NotIn(values(&["b"])), true),
+            ("zone", Exists, true),
+            ("missing", DoesNotExist, true),
+            ("gen", Gt(4), true),
+            ("gen", Gt(5), false),
+            ("gen", Lt(6), true),
+            ("zone", Lt(6), false),
         ];
-        for (r, want) in cases {
+        for (key, op, want) in cases {
+            let r = Requirement::new(key, op);
             assert_eq!(r.matches(&l), want, "{r:?}");
         }
     }

@@ -1,9 +1,11 @@
 //! Small helpers the controllers share: the clock, owner references, label
 //! selectors, timestamps, deleting exactly one object, a sync's outcome
-//! after its write, and the error of a request that failed.
+//! after its write, the error of a request that failed, and a Node's
+//! addresses.
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
@@ -151,6 +153,14 @@ pub(crate) fn api_message(error: &kube::Error) -> String {
         kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
         other => other.to_string(),
     }
+}
+
+/// The addresses `node`'s status reports; none when it reports none.
+pub(crate) fn node_addresses(node: &Node) -> &[NodeAddress] {
+    node.status
+        .as_ref()
+        .and_then(|s| s.addresses.as_deref())
+        .unwrap_or_default()
 }
 
 /// The current time as an API timestamp.

@@ -30,7 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, ResourceExt};
-use skiff_common::node_conditions::ready_condition;
+use skiff_common::node_conditions::{conditions, ready_condition};
 use skiff_common::placement::tolerates;
 use skiff_informer::{Cache, NODE_NAME_INDEX, WatchConfig, pod_node_name_index, wait_synced};
 
@@ -255,10 +255,9 @@ pub fn reconcile_no_schedule(current: &[Taint], key: &str, wanted: bool) -> Opti
 
 /// Whether `node` reports the condition `kind` True.
 fn condition_true(node: &Node, kind: &str) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == kind && c.status == "True"))
+    conditions(node)
+        .iter()
+        .any(|c| c.type_ == kind && c.status == "True")
 }
 
 /// How long `pod` may stay on a node with the NoExecute `taint`, as upstream's
@@ -356,12 +355,8 @@ impl Monitor {
     /// Turns the node's conditions Unknown and its pods not ready, once.
     async fn mark_unknown(&self, node: &Node, now: &Time) -> Result<(), NodeLifecycleError> {
         let name = node.name_any();
-        let current = node
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.clone())
-            .unwrap_or_default();
-        let next = unknown_conditions(&current, now);
+        let current = conditions(node);
+        let next = unknown_conditions(current, now);
         if next == current {
             return Ok(());
         }

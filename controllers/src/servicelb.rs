@@ -15,9 +15,10 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{LoadBalancerIngress, Node, Service};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
+use skiff_common::node_conditions::conditions;
 use skiff_informer::{Action, Cache, Controller, HandlerFns, ObjectKey, WorkQueue};
 
-use crate::controller_utils::done_or_gone;
+use crate::controller_utils::{self, done_or_gone};
 use crate::manager::{Context, Stop, stopped};
 
 /// The Node label that limits which Nodes serve load balancers.
@@ -46,12 +47,7 @@ pub(crate) fn node_addresses(nodes: &[Arc<Node>]) -> Vec<String> {
         if !is_ready(node) || (restricted && !labelled(node)) {
             continue;
         }
-        let addresses = node
-            .status
-            .as_ref()
-            .and_then(|s| s.addresses.as_ref())
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let addresses = controller_utils::node_addresses(node);
         let external: Vec<&str> = addresses
             .iter()
             .filter(|a| a.type_ == "ExternalIP")
@@ -72,11 +68,8 @@ pub(crate) fn node_addresses(nodes: &[Arc<Node>]) -> Vec<String> {
 }
 
 fn is_ready(node: &Node) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
+    conditions(node)
+        .iter()
         .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 

@@ -316,10 +316,16 @@ mod placement {
 mod lifecycle {
     use super::*;
 
-    #[tokio::test]
-    async fn failed_bind_is_retried_without_double_counting() {
+    /// A cluster of one roomy node, `n1`.
+    fn one_node_cluster() -> TestCluster {
         let c = TestCluster::new();
         c.add_nodes(vec![NodeBuilder::new("n1").build()]);
+        c
+    }
+
+    #[tokio::test]
+    async fn failed_bind_is_retried_without_double_counting() {
+        let c = one_node_cluster();
         c.api.fail_binds.store(1, Ordering::SeqCst);
         c.add_pod(PodBuilder::new("p").container(&[("cpu", "1")]).build());
         let (placed, failed) = c.schedule_all().await;
@@ -360,8 +366,7 @@ mod lifecycle {
 
     #[tokio::test]
     async fn gated_pod_waits_for_its_gate() {
-        let c = TestCluster::new();
-        c.add_nodes(vec![NodeBuilder::new("n1").build()]);
+        let c = one_node_cluster();
         let gated = PodBuilder::new("g").gate("example.com/ready").build();
         c.add_pod(gated.clone());
         let (placed, failed) = c.schedule_all().await;
@@ -421,8 +426,7 @@ mod lifecycle {
 
     #[tokio::test]
     async fn other_schedulers_pods_are_left_alone() {
-        let c = TestCluster::new();
-        c.add_nodes(vec![NodeBuilder::new("n1").build()]);
+        let c = one_node_cluster();
         c.add_pod(PodBuilder::new("theirs").scheduler_name("custom").build());
         let (placed, failed) = c.schedule_all().await;
         assert!(placed.is_empty() && failed.is_empty());

@@ -45,6 +45,7 @@ use super::kubelet_client;
 use super::kubelet_serving::{
     ClusterSigner, NODE_USER_PREFIX, NODES_GROUP, SIGNER_NAME, names_address, parse_request,
 };
+use crate::controller_utils::node_addresses;
 use crate::manager::{Context, Stop};
 
 /// How often pending requests are looked at.
@@ -308,12 +309,8 @@ pub fn approval(csr: &CertificateSigningRequest, nodes: &[Arc<Node>]) -> Result<
         .iter()
         .find(|n| n.metadata.name.as_deref() == Some(node_name))
         .ok_or_else(|| format!("node {node_name} is not registered"))?;
-    let addresses: Vec<String> = node
-        .status
-        .as_ref()
-        .and_then(|s| s.addresses.as_ref())
-        .into_iter()
-        .flatten()
+    let addresses: Vec<String> = node_addresses(node)
+        .iter()
         .map(|a| a.address.clone())
         .collect();
     if let Some(foreign) = request.names.iter().find(|n| !names_address(n, &addresses)) {

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
@@ -74,7 +74,9 @@ impl Reconciler for Syncer {
         };
         let mut revisions = Vec::new();
         if !deleting {
-            revisions = self.settle_revision(&set, &history, &hash).await?;
+            revisions = self
+                .settle_revision(&set, &spec.template, &history, &hash)
+                .await?;
         }
         let candidates: Vec<Arc<Pod>> = self
             .pods
@@ -205,25 +207,21 @@ impl Syncer {
     }
 
     /// The set's revisions, oldest first, once the one storing its current
-    /// template (named after `hash`) exists and is the newest.
+    /// `template` (named after `hash`, its hash) exists and is the newest.
     async fn settle_revision(
         &self,
         set: &DaemonSet,
+        template: &PodTemplateSpec,
         history: &History<'_>,
         hash: &str,
     ) -> Result<Vec<ControllerRevision>, WorkloadSyncError> {
         let ns = set.namespace().unwrap_or_default();
         let uid = set.metadata.uid.clone().unwrap_or_default();
         let mut revisions = owned_revisions(&self.revisions, &ns, &uid);
-        let template = set
-            .spec
-            .as_ref()
-            .map(|s| s.template.clone())
-            .unwrap_or_default();
         let proposal = Proposal {
             owner: &set.metadata,
             owner_ref: controller_owner_ref(set),
-            template: &template,
+            template,
             hash_label: HASH_LABEL,
             hash: hash.to_owned(),
         };

@@ -540,11 +540,15 @@ impl Syncer {
         let mut statuses = vec![MetricStatus::default(); specs.len()];
         let mut best: Option<(i32, String)> = None;
         let mut failures: Vec<MetricFailure> = Vec::new();
+        let inputs = MetricInputs {
+            namespace,
+            selector: &selector,
+            pods: &pods,
+            current,
+            now,
+        };
         for (i, spec) in specs.iter().enumerate() {
-            match self
-                .metric_proposal(spec, namespace, &selector, &pods, current, now)
-                .await
-            {
+            match self.metric_proposal(spec, &inputs).await {
                 Ok((replicas, name, status)) => {
                     statuses[i] = status;
                     if best.as_ref().is_none_or(|(r, _)| replicas > *r) {
@@ -620,11 +624,7 @@ impl Syncer {
     async fn metric_proposal(
         &self,
         spec: &MetricSpec,
-        namespace: &str,
-        selector: &str,
-        pods: &Result<Vec<Pod>, String>,
-        current: i32,
-        now: Timestamp,
+        inputs: &MetricInputs<'_>,
     ) -> Result<(i32, String, MetricStatus), MetricFailure> {
         match spec.type_.as_str() {
             kind @ ("Resource" | "ContainerResource") => {
@@ -659,9 +659,7 @@ impl Syncer {
                     _ => return Err(invalid_source(kind)),
                 };
                 let (proposal, metric, value) = self
-                    .resource_proposal(
-                        name, container, target, namespace, selector, pods, current, now,
-                    )
+                    .resource_proposal(name, container, target, inputs)
                     .await
                     .map_err(|error| MetricFailure {
                         reason,
@@ -728,18 +726,20 @@ impl Syncer {
 
     /// A resource metric's proposal (`container` for ContainerResource),
     /// the metric's name for Events and its current value.
-    #[allow(clippy::too_many_arguments)]
     async fn resource_proposal(
         &self,
         resource: &str,
         container: Option<&str>,
         target: &MetricTarget,
-        namespace: &str,
-        selector: &str,
-        pods: &Result<Vec<Pod>, String>,
-        current: i32,
-        now: Timestamp,
+        inputs: &MetricInputs<'_>,
     ) -> Result<(Proposal, String, MetricValueStatus), String> {
+        let &MetricInputs {
+            namespace,
+            selector,
+            pods,
+            current,
+            now,
+        } = inputs;
         let tuning = &self.config.tuning;
         let fetch = || async {
             let items = self
@@ -753,44 +753,37 @@ impl Syncer {
             pod_usage(&items, resource, container)
                 .map_err(|e| format!("failed to get container metrics: {e}"))
         };
-        if let Some(average) = target.average_value.as_ref() {
+        // An average value target is read as usage, and wins over a
+        // utilization one.
+        let (goal, what) = if let Some(average) = target.average_value.as_ref() {
             let wanted = skiff_common::quantity::milli_value(average).unwrap_or(0);
-            let metrics = fetch()
-                .await
-                .map_err(|e| format!("failed to get {resource} usage: unable to get metrics for resource {resource}: {e}"))?;
-            let pods = pods
-                .as_ref()
-                .map_err(|e| format!("failed to get {resource} usage: {e}"))?;
-            let target = replicas::Target::AverageValue(wanted);
-            let proposal =
-                replicas::resource_replicas(current, target, resource, pods, metrics, tuning, now)
-                    .map_err(|e| format!("failed to get {resource} usage: {e}"))?;
-            let status = MetricValueStatus {
-                average_value: Some(milli_quantity(proposal.average)),
-                ..Default::default()
-            };
-            return Ok((proposal, format!("{resource} resource"), status));
-        }
-        let Some(utilization) = target.average_utilization else {
+            (replicas::Target::AverageValue(wanted), "usage")
+        } else if let Some(percent) = target.average_utilization {
+            (
+                replicas::Target::Utilization { percent, container },
+                "utilization",
+            )
+        } else {
             return Err("invalid resource metric source: neither an average utilization target nor an average value (usage) target was set".into());
         };
-        let metrics = fetch()
-            .await
-            .map_err(|e| format!("failed to get {resource} utilization: unable to get metrics for resource {resource}: {e}"))?;
-        let pods = pods
-            .as_ref()
-            .map_err(|e| format!("failed to get {resource} utilization: {e}"))?;
-        let target = replicas::Target::Utilization {
-            percent: utilization,
-            container,
+        let failed = |e: &dyn std::fmt::Display| format!("failed to get {resource} {what}: {e}");
+        let metrics = fetch().await.map_err(|e| {
+            failed(&format_args!(
+                "unable to get metrics for resource {resource}: {e}"
+            ))
+        })?;
+        let pods = pods.as_ref().map_err(|e| failed(e))?;
+        let name = match (&goal, container) {
+            (replicas::Target::AverageValue(_), _) => format!("{resource} resource"),
+            (_, Some(_)) => {
+                format!("{resource} container resource utilization (percentage of request)")
+            }
+            (_, None) => format!("{resource} resource utilization (percentage of request)"),
         };
         let proposal =
-            replicas::resource_replicas(current, target, resource, pods, metrics, tuning, now)
-                .map_err(|e| format!("failed to get {resource} utilization: {e}"))?;
-        let name = match container {
-            Some(_) => format!("{resource} container resource utilization (percentage of request)"),
-            None => format!("{resource} resource utilization (percentage of request)"),
-        };
+            replicas::resource_replicas(current, goal, resource, pods, metrics, tuning, now)
+                .map_err(|e| failed(&e))?;
+        // An average value target's proposal has no utilization: none is reported.
         let status = MetricValueStatus {
             average_utilization: proposal.utilization,
             average_value: Some(milli_quantity(proposal.average)),
@@ -798,6 +791,17 @@ impl Syncer {
         };
         Ok((proposal, name, status))
     }
+}
+
+/// What each metric of an autoscaler is read against in one sync: the
+/// target's pods (those `selector` picks in `namespace`, or why they could
+/// not be listed), its current replica count and the sync's time.
+struct MetricInputs<'a> {
+    namespace: &'a str,
+    selector: &'a str,
+    pods: &'a Result<Vec<Pod>, String>,
+    current: i32,
+    now: Timestamp,
 }
 
 fn invalid_source(type_: &str) -> MetricFailure {

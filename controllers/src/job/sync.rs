@@ -36,6 +36,15 @@ struct Backoff {
     last: Instant,
 }
 
+/// A Job being synced and its active pods: what creating and deleting its
+/// pods works from, passed as one.
+struct ActivePods<'a> {
+    job: &'a Job,
+    key: &'a str,
+    api: &'a Api<Pod>,
+    active: &'a [Arc<Pod>],
+}
+
 /// What a sync needs, plus per-Job memory: pods whose finalizer this
 /// controller removed (the cache may still show it) and failure backoff.
 pub(super) struct Syncer {
@@ -309,10 +318,14 @@ impl Reconciler for Syncer {
         // 3. Pods.
         let mut requeue = deadline_left.map(|s| Duration::from_secs(s.max(1) as u64));
         let mut deleted: Vec<Arc<Pod>> = Vec::new();
+        let working = ActivePods {
+            job: &job,
+            key: &key_str,
+            api: &pod_api,
+            active: &active,
+        };
         if failure.is_some() || success || suspended {
-            deleted = self
-                .delete_pods(&job, &key_str, &pod_api, &active, active.len())
-                .await?;
+            deleted = self.delete_pods(&working, active.len()).await?;
             if failure.is_some() {
                 for p in &deleted {
                     uncounted
@@ -324,15 +337,7 @@ impl Reconciler for Syncer {
             to_unfinalize.extend(deleted.iter().cloned());
         } else if self.expectations.satisfied(&key_str) {
             requeue = self
-                .manage(
-                    &job,
-                    &key_str,
-                    &pod_api,
-                    &active,
-                    &completed,
-                    succeeded_total,
-                    parallelism,
-                )
+                .manage(&working, &completed, succeeded_total, parallelism)
                 .await?
                 .or(requeue);
         }
@@ -453,17 +458,19 @@ impl Syncer {
 
     /// Creates or deletes pods towards the wanted number of active ones.
     /// Returns when to look again (failure backoff), if needed.
-    #[allow(clippy::too_many_arguments)]
     async fn manage(
         &self,
-        job: &Job,
-        key: &str,
-        api: &Api<Pod>,
-        active: &[Arc<Pod>],
+        working: &ActivePods<'_>,
         completed: &BTreeSet<i32>,
         succeeded: i32,
         parallelism: i32,
     ) -> Result<Option<Duration>, WorkloadSyncError> {
+        let &ActivePods {
+            job,
+            key,
+            api,
+            active,
+        } = working;
         let completions = job.spec.as_ref().and_then(|s| s.completions);
         let want = match completions {
             None if succeeded > 0 => 0,
@@ -471,8 +478,7 @@ impl Syncer {
             Some(c) => parallelism.min((c - succeeded).max(0)),
         } as usize;
         if active.len() > want {
-            self.delete_pods(job, key, api, active, active.len() - want)
-                .await?;
+            self.delete_pods(working, active.len() - want).await?;
             return Ok(None);
         }
         if active.len() == want {
@@ -511,19 +517,16 @@ impl Syncer {
     /// Deletes `count` of the active pods (least useful first).
     async fn delete_pods(
         &self,
-        job: &Job,
-        key: &str,
-        api: &Api<Pod>,
-        active: &[Arc<Pod>],
+        working: &ActivePods<'_>,
         count: usize,
     ) -> Result<Vec<Arc<Pod>>, WorkloadSyncError> {
-        let victims = pods_to_delete(active, active, count);
-        let regarding = object_reference(job);
+        let victims = pods_to_delete(working.active, working.active, count);
+        let regarding = object_reference(working.job);
         crate::pod_control::delete_pods(
-            api,
+            working.api,
             &self.events,
             &self.expectations,
-            key,
+            working.key,
             &regarding,
             &victims,
         )

@@ -49,6 +49,12 @@ fn is_terminating(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_some()
 }
 
+/// An optional count of the spec (`ordinals.start`, a rolling update's
+/// `partition`): unset or negative reads as 0.
+fn zero_or_more(count: Option<i32>) -> i32 {
+    count.unwrap_or(0).max(0)
+}
+
 /// Running, Ready and not being deleted.
 fn healthy(pod: &Pod) -> bool {
     phase(pod) == "Running" && is_ready(pod) && !is_terminating(pod)
@@ -99,22 +105,12 @@ impl Reconciler for Syncer {
         let current_name = current.metadata.name.clone().unwrap_or_default();
 
         let replicas = spec.replicas.unwrap_or(1).max(0);
-        let start = spec
-            .ordinals
-            .as_ref()
-            .and_then(|o| o.start)
-            .unwrap_or(0)
-            .max(0);
+        let start = zero_or_more(spec.ordinals.as_ref().and_then(|o| o.start));
         let end = start + replicas;
         let parallel = spec.pod_management_policy.as_deref() == Some("Parallel");
         let strategy = spec.update_strategy.clone().unwrap_or_default();
         let on_delete = strategy.type_.as_deref() == Some("OnDelete");
-        let partition = strategy
-            .rolling_update
-            .as_ref()
-            .and_then(|r| r.partition)
-            .unwrap_or(0)
-            .max(0);
+        let partition = zero_or_more(strategy.rolling_update.as_ref().and_then(|r| r.partition));
         let min_ready = spec.min_ready_seconds.unwrap_or(0);
 
         let mut by_ordinal: BTreeMap<i32, Arc<Pod>> = BTreeMap::new();

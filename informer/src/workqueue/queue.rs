@@ -539,6 +539,14 @@ mod tests {
 
     use crate::workqueue::ItemExponentialBackoff;
 
+    /// A queue whose only key, `key`, a worker has taken and not yet marked done.
+    async fn taken<T: Eq + Hash + Clone + Send + Sync + 'static>(key: T) -> (WorkQueue<T>, T) {
+        let q = WorkQueue::new();
+        q.add(key);
+        let item = q.get().await.unwrap();
+        (q, item)
+    }
+
     #[tokio::test]
     async fn a_queued_key_is_queued_once() {
         let q = WorkQueue::new();
@@ -553,9 +561,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_key_readded_while_processing_runs_again_after_done() {
-        let q = WorkQueue::new();
-        q.add("a");
-        let item = q.get().await.unwrap();
+        let (q, item) = taken("a").await;
         q.add("a");
         q.add("a");
         // Held by a worker: not handed out to anyone else yet.
@@ -569,9 +575,7 @@ mod tests {
 
     #[tokio::test]
     async fn done_without_readd_does_not_requeue() {
-        let q = WorkQueue::new();
-        q.add(1);
-        let item = q.get().await.unwrap();
+        let (q, item) = taken(1).await;
         q.done(&item);
         assert!(q.is_empty());
         // A stray done for an unknown key changes nothing.
@@ -792,9 +796,7 @@ mod tests {
 
     #[tokio::test]
     async fn drain_requeues_keys_readded_before_the_drain() {
-        let q = WorkQueue::new();
-        q.add("a");
-        let held = q.get().await.unwrap();
+        let (q, held) = taken("a").await;
         q.add("a");
         let drain = tokio::spawn({
             let q = q.clone();

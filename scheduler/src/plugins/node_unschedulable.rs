@@ -57,32 +57,22 @@ mod tests {
 
     #[test]
     fn filter_table() {
+        use Code::*;
+        // Whether the node is cordoned, and whether the pod tolerates that.
         let cases = [
-            (
-                "schedulable node",
-                NodeBuilder::new("n"),
-                PodBuilder::new("p"),
-                Code::Success,
-            ),
-            (
-                "cordoned node",
-                NodeBuilder::new("n").unschedulable(),
-                PodBuilder::new("p"),
-                Code::UnschedulableAndUnresolvable,
-            ),
-            (
-                "cordoned node, tolerated",
-                NodeBuilder::new("n").unschedulable(),
-                PodBuilder::new("p").toleration(
-                    UNSCHEDULABLE_TAINT_KEY,
-                    "Exists",
-                    "",
-                    "NoSchedule",
-                ),
-                Code::Success,
-            ),
+            ("schedulable node", false, false, Success),
+            ("cordoned node", true, false, UnschedulableAndUnresolvable),
+            ("cordoned node, tolerated", true, true, Success),
         ];
-        for (name, node, pod, want) in cases {
+        for (name, cordoned, tolerated, want) in cases {
+            let mut node = NodeBuilder::new("n");
+            if cordoned {
+                node = node.unschedulable();
+            }
+            let mut pod = PodBuilder::new("p");
+            if tolerated {
+                pod = pod.toleration(UNSCHEDULABLE_TAINT_KEY, "Exists", "", "NoSchedule");
+            }
             let ni = node_info_with(node.build(), vec![]);
             let st = filter_on(&NodeUnschedulable, pod, &ni);
             assert_eq!(st.code(), want, "{name}");
