@@ -443,6 +443,7 @@ async fn run_with_runtime(
         interval: config.heartbeat_interval,
     };
     tasks.spawn(evictions.run(ctx.clone(), stop.clone()));
+    tasks.spawn(pod::cgroups::keep_swept(ctx.clone(), stop.clone()));
     tasks.spawn(pod_workers::run(
         ctx,
         pods.cache().clone(),

@@ -336,8 +336,9 @@ impl Drop for TestCluster {
     }
 }
 
-/// Removes the test's cgroup tree, deepest first, from every hierarchy
-/// (its processes are gone by now; a cgroup still holding one stays).
+/// Removes the test's cgroup tree, deepest first, from every hierarchy.
+/// A container whose shim was killed with containerd outlives it
+/// (reparented to init); what still runs in the tree is killed first.
 fn remove_cgroup_tree(root: &str) {
     fn remove(dir: &Path) {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
@@ -345,7 +346,19 @@ fn remove_cgroup_tree(root: &str) {
                 remove(&entry.path());
             }
         }
-        let _ = std::fs::remove_dir(dir);
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            // SAFETY: kill has no memory preconditions; the pid is one the
+            // kernel lists in this test's own cgroup.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        // The kernel lets a cgroup go once its killed processes are reaped.
+        for _ in 0..40 {
+            if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
     let relative = root.trim_start_matches('/');
     for hierarchy in std::fs::read_dir("/sys/fs/cgroup")

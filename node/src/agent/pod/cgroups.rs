@@ -179,6 +179,17 @@ impl Limits {
     }
 }
 
+/// Removes `dir` and the cgroups below it, deepest first; false when one
+/// still holds a process (the kernel refuses to remove it).
+fn remove_empty(dir: &Path) -> bool {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_empty(&entry.path());
+        }
+    }
+    std::fs::remove_dir(dir).is_ok()
+}
+
 /// The kernel's shares for `milli` CPUs requested.
 fn cpu_shares(milli: i64) -> u64 {
     let shares = u64::try_from(milli.max(0)).unwrap_or(0) * 1024 / 1000;
@@ -215,6 +226,34 @@ fn every_container_limits(pod: &Pod, name: &str) -> bool {
                     .is_some_and(|v| v > 0)
             })
     })
+}
+
+/// How often the cgroups of pods that no longer run are looked for.
+const SWEEP_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Removes, at once and then every minute, the cgroups of pods that no
+/// longer run here — gone from the node, or terminated (Succeeded, Failed)
+/// — as the kubelet's housekeeping does; until `stop` is raised.
+pub(crate) async fn keep_swept(
+    ctx: std::sync::Arc<super::context::AgentContext>,
+    stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let Some(cgroups) = &ctx.cgroups else {
+        return;
+    };
+    let mut ticks = skiff_common::wakeups::Ticks::new(SWEEP_PERIOD, stop);
+    while ticks.next().await {
+        let pods = ctx.pods.list();
+        let running = pods
+            .iter()
+            .filter(|p| {
+                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+                !matches!(phase, Some("Succeeded" | "Failed"))
+            })
+            .filter_map(|p| p.metadata.uid.as_deref())
+            .collect();
+        cgroups.sweep(&running);
+    }
 }
 
 /// The node's pod cgroups.
@@ -341,6 +380,39 @@ impl PodCgroups {
         }
     }
 
+    /// Removes what is left of pods this node no longer runs (terminated,
+    /// or gone while the node was stopped or killed): pod cgroups whose uid
+    /// is not in `running`, holding no process, untouched for a minute — a
+    /// pod another agent sharing the root is starting keeps its cgroup.
+    fn sweep(&self, running: &std::collections::HashSet<&str>) {
+        let settled = |dir: &Path| {
+            std::fs::metadata(dir)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|at| at.elapsed().ok())
+                .is_some_and(|age| age >= std::time::Duration::from_secs(60))
+        };
+        let mut removed = 0;
+        for class in ["Guaranteed", "Burstable", "BestEffort"] {
+            for parent in self.hierarchy.all_dirs(&self.qos_dir(class)) {
+                for entry in std::fs::read_dir(&parent).into_iter().flatten().flatten() {
+                    let name = entry.file_name();
+                    let Some(uid) = name.to_str().and_then(|n| n.strip_prefix("pod")) else {
+                        continue;
+                    };
+                    let dir = entry.path();
+                    if !running.contains(uid) && dir.is_dir() && settled(&dir) && remove_empty(&dir)
+                    {
+                        removed += 1;
+                    }
+                }
+            }
+        }
+        if removed > 0 {
+            tracing::info!(removed, "cgroups of pods that no longer run removed");
+        }
+    }
+
     /// Creates `cgroup` (and its parents) where `limits` are written, then
     /// writes them.
     fn write(&self, cgroup: &str, limits: &Limits) -> std::io::Result<()> {
@@ -463,6 +535,29 @@ mod tests {
         for (spec, limits) in cases {
             assert_eq!(Limits::of_pod(&pod(spec.clone())), limits, "{spec}");
         }
+    }
+
+    #[test]
+    fn a_sweep_removes_only_settled_cgroups_of_pods_gone() {
+        let mount = tempfile::tempdir().expect("temp dir");
+        let cgroups = PodCgroups {
+            hierarchy: Hierarchy::V1(vec![(vec!["memory".into()], mount.path().to_path_buf())]),
+            kubepods: "/kubepods".into(),
+        };
+        let besteffort = mount.path().join("kubepods/besteffort");
+        let minutes_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
+        for (uid, settled) in [("gone", true), ("known", true), ("starting", false)] {
+            let dir = besteffort.join(format!("pod{uid}"));
+            std::fs::create_dir_all(dir.join("container")).expect("dirs");
+            if settled {
+                let handle = std::fs::File::open(&dir).expect("open dir");
+                handle.set_modified(minutes_ago).expect("mtime");
+            }
+        }
+        cgroups.sweep(&["known"].into_iter().collect());
+        assert!(!besteffort.join("podgone").exists());
+        assert!(besteffort.join("podknown/container").is_dir());
+        assert!(besteffort.join("podstarting/container").is_dir());
     }
 
     #[test]
