@@ -372,26 +372,38 @@ impl Heartbeat {
     /// Renews the Lease every interval and writes the status when the
     /// node's health changes (and every minute), until `stop` is raised.
     /// Between status writes it reads the Node, so a cordon is reported
-    /// within an interval.
+    /// within an interval. Until the node is first Ready it looks every
+    /// [`STARTUP_CHECK`] instead, as the kubelet's start-up status updates
+    /// do: the pod network is configured just after registration, and
+    /// Ready is reported as soon as it is, not an interval later.
     pub async fn run(
         mut self,
         stop: watch::Receiver<bool>,
-        mut previous: Option<NodeStatus>,
-        mut last_health: Option<NodeHealth>,
+        previous: Option<NodeStatus>,
+        last_health: Option<NodeHealth>,
     ) {
-        let mut written = Instant::now();
+        let mut reported = Reported {
+            previous,
+            last_health,
+            written: Instant::now(),
+        };
+        let started = Instant::now();
+        let mut checks = Ticks::new(STARTUP_CHECK, stop.clone());
+        while !reported.ready() && started.elapsed() < STARTUP_CHECKS_FOR && checks.next().await {
+            let health = observe(self.runtime.as_ref(), &self.agent_dir, &self.eviction).await;
+            if reported.last_health.as_ref() != Some(&health) {
+                self.report(health, &mut reported).await;
+            }
+        }
         let mut ticks = Ticks::new(self.interval, stop);
         while ticks.next().await {
             if let Err(error) = renew_lease(&self.client, &self.node_name).await {
                 tracing::warn!(%error, "lease renewal failed");
             }
             let health = observe(self.runtime.as_ref(), &self.agent_dir, &self.eviction).await;
-            self.pressure.send_if_modified(|seen| {
-                let changed = *seen != health.pressure;
-                *seen = health.pressure;
-                changed
-            });
-            if last_health.as_ref() == Some(&health) && written.elapsed() < STATUS_REFRESH {
+            if reported.last_health.as_ref() == Some(&health)
+                && reported.written.elapsed() < STATUS_REFRESH
+            {
                 match Api::<Node>::all(self.client.clone())
                     .get(&self.node_name)
                     .await
@@ -401,31 +413,64 @@ impl Heartbeat {
                 }
                 continue;
             }
-            let status = node_status(
-                &self.node_name,
-                &self.facts,
-                self.version.as_ref(),
-                &health,
-                &self.eviction,
-                previous.as_ref(),
-            );
-            match write_status(&self.client, &self.node_name, &status).await {
-                Ok(node) => {
-                    if last_health.as_ref().map(|h| h.runtime.is_ok())
-                        != Some(health.runtime.is_ok())
-                    {
-                        tracing::info!(runtime = ?health.runtime, "node status changed");
-                    }
-                    self.events
-                        .status_written(previous.as_ref(), node.status.as_ref());
-                    self.events.node_seen(&node);
-                    previous = node.status;
-                    last_health = Some(health);
-                    written = Instant::now();
-                }
-                Err(error) => tracing::warn!(%error, "node status update failed"),
-            }
+            self.report(health, &mut reported).await;
         }
+    }
+
+    /// Publishes the pressure `health` shows and writes the status it
+    /// makes.
+    async fn report(&mut self, health: NodeHealth, reported: &mut Reported) {
+        self.pressure.send_if_modified(|seen| {
+            let changed = *seen != health.pressure;
+            *seen = health.pressure;
+            changed
+        });
+        let status = node_status(
+            &self.node_name,
+            &self.facts,
+            self.version.as_ref(),
+            &health,
+            &self.eviction,
+            reported.previous.as_ref(),
+        );
+        match write_status(&self.client, &self.node_name, &status).await {
+            Ok(node) => {
+                if reported.last_health.as_ref().map(|h| h.runtime.is_ok())
+                    != Some(health.runtime.is_ok())
+                {
+                    tracing::info!(runtime = ?health.runtime, "node status changed");
+                }
+                self.events
+                    .status_written(reported.previous.as_ref(), node.status.as_ref());
+                self.events.node_seen(&node);
+                reported.previous = node.status;
+                reported.last_health = Some(health);
+                reported.written = Instant::now();
+            }
+            Err(error) => tracing::warn!(%error, "node status update failed"),
+        }
+    }
+}
+
+/// How often the node looks at its health until it is first Ready.
+const STARTUP_CHECK: Duration = Duration::from_millis(100);
+/// How long it looks that often; a node not Ready by then waits for its
+/// regular heartbeats.
+const STARTUP_CHECKS_FOR: Duration = Duration::from_secs(120);
+
+/// What the heartbeat last wrote.
+struct Reported {
+    previous: Option<NodeStatus>,
+    last_health: Option<NodeHealth>,
+    written: Instant,
+}
+
+impl Reported {
+    /// Whether the node was last reported Ready (its runtime and network up).
+    fn ready(&self) -> bool {
+        self.last_health
+            .as_ref()
+            .is_some_and(|h| h.runtime.as_ref().is_ok_and(|r| r.is_ready()))
     }
 }
 
