@@ -388,8 +388,16 @@ impl Heartbeat {
             written: Instant::now(),
         };
         let started = Instant::now();
+        let mut renewed = Instant::now();
         let mut checks = Ticks::new(STARTUP_CHECK, stop.clone());
         while !reported.ready() && started.elapsed() < STARTUP_CHECKS_FOR && checks.next().await {
+            // The Lease keeps its pace: a node slow to get Ready is not lost.
+            if renewed.elapsed() >= self.interval {
+                if let Err(error) = renew_lease(&self.client, &self.node_name).await {
+                    tracing::warn!(%error, "lease renewal failed");
+                }
+                renewed = Instant::now();
+            }
             let health = observe(self.runtime.as_ref(), &self.agent_dir, &self.eviction).await;
             if reported.last_health.as_ref() != Some(&health) {
                 self.report(health, &mut reported).await;
