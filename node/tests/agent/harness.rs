@@ -49,6 +49,8 @@ pub fn assert_root() {
 
 impl TestCluster {
     /// API server, then an agent named `node-<slot>` on a pod network of its own.
+    /// Each test takes a slot no other test of the binary uses: the slot
+    /// names the bridge, pod CIDR and cgroup root its clean-up removes.
     pub async fn start(slot: u8) -> Self {
         Self::start_with(slot, |_| {}).await
     }

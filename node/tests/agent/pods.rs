@@ -336,7 +336,9 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
 /// after the pod was admitted leaves it waiting with the API's words there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_runtime_class_chooses_the_sandbox_handler() {
-    let cluster = TestCluster::start(1).await;
+    // A slot of its own: a slot names the bridge, pod CIDR and cgroup root
+    // that a test's clean-up removes, with whatever still runs there.
+    let cluster = TestCluster::start(16).await;
     let classes = Api::<k8s_openapi::api::node::v1::RuntimeClass>::all(cluster.client.clone());
     for (name, handler) in [
         ("plain", "runc"),
