@@ -5,6 +5,15 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::quantity;
 
+/// The class recorded in the pod's status (set by the API server on
+/// create), else [`qos_class`] of its spec: what the node acts on.
+pub fn recorded_qos_class(pod: &Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.qos_class.as_deref())
+        .unwrap_or_else(|| qos_class(pod))
+}
+
 /// `Guaranteed` when every container limits CPU and memory and requests what
 /// it limits, `BestEffort` when no container asks for either, else
 /// `Burstable`. Requests and limits compare by value (`1` equals `1000m`).

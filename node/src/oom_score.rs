@@ -44,12 +44,7 @@ pub fn for_container(pod: &Pod, container: &Container, memory_capacity: u64) -> 
     if node_critical(pod) {
         return GUARANTEED;
     }
-    let class = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.qos_class.as_deref())
-        .unwrap_or_else(|| qos::qos_class(pod));
-    match class {
+    match qos::recorded_qos_class(pod) {
         "Guaranteed" => return GUARANTEED,
         "BestEffort" => return BEST_EFFORT,
         _ => {}

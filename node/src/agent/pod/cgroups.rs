@@ -21,16 +21,17 @@
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Pod;
-use skiff_common::{qos, quota};
+use skiff_common::qos::recorded_qos_class as qos_class;
+use skiff_common::quota;
 
 /// Upstream's CFS period (100 ms).
-const CPU_PERIOD_US: i64 = 100_000;
+pub(crate) const CPU_PERIOD_US: i64 = 100_000;
 /// The kernel's least `cpu.shares`; BestEffort pods get it.
 const MIN_SHARES: u64 = 2;
 /// The kernel's greatest `cpu.shares`.
 const MAX_SHARES: u64 = 262_144;
 /// The least CFS quota (1 ms).
-const MIN_QUOTA_US: i64 = 1_000;
+pub(crate) const MIN_QUOTA_US: i64 = 1_000;
 
 /// The cgroup hierarchies of this host, as mounted.
 #[derive(Debug, Clone, PartialEq)]
@@ -191,7 +192,7 @@ fn remove_empty(dir: &Path) -> bool {
 }
 
 /// The kernel's shares for `milli` CPUs requested.
-fn cpu_shares(milli: i64) -> u64 {
+pub(crate) fn cpu_shares(milli: i64) -> u64 {
     let shares = u64::try_from(milli.max(0)).unwrap_or(0) * 1024 / 1000;
     shares.clamp(MIN_SHARES, MAX_SHARES)
 }
@@ -204,11 +205,10 @@ fn cpu_quota(milli: i64) -> i64 {
     (milli * CPU_PERIOD_US / 1000).max(MIN_QUOTA_US)
 }
 
-fn qos_class(pod: &Pod) -> &str {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.qos_class.as_deref())
-        .unwrap_or_else(|| qos::qos_class(pod))
+/// Whether the pod has not ended (Succeeded or Failed): its cgroup stays.
+fn still_runs(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
 /// Whether every container, init containers included, limits `name`.
@@ -246,10 +246,7 @@ pub(crate) async fn keep_swept(
         let pods = ctx.pods.list();
         let running = pods
             .iter()
-            .filter(|p| {
-                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-                !matches!(phase, Some("Succeeded" | "Failed"))
-            })
+            .filter(|p| still_runs(p))
             .filter_map(|p| p.metadata.uid.as_deref())
             .collect();
         cgroups.sweep(&running);
@@ -346,11 +343,7 @@ impl PodCgroups {
     /// keeps the least weight; each Guaranteed pod carries its own).
     pub(crate) fn weigh_burstable<'a>(&self, pods: impl Iterator<Item = &'a Pod>) {
         let milli: i64 = pods
-            .filter(|p| qos_class(p) == "Burstable")
-            .filter(|p| {
-                let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
-                !matches!(phase, Some("Succeeded" | "Failed"))
-            })
+            .filter(|p| qos_class(p) == "Burstable" && still_runs(p))
             .map(|p| {
                 let value = serde_json::to_value(p).unwrap_or_default();
                 quota::pods::pod_requests(&value)

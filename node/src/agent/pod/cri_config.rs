@@ -7,15 +7,11 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
+use super::cgroups::{CPU_PERIOD_US, MIN_QUOTA_US, cpu_shares};
 use super::dns_config;
 use super::labels;
 use crate::runtime::cri_api as api;
 use skiff_common::quantity;
-
-/// Upstream's CFS period.
-const CPU_PERIOD_US: i64 = 100_000;
-/// The smallest cpu.shares value the kernel accepts.
-const MIN_SHARES: i64 = 2;
 
 /// A writable mount of the host's `host` at `container_path`: how every
 /// file or directory the agent prepared reaches a container.
@@ -346,12 +342,10 @@ pub fn linux_resources(container: &Container) -> api::LinuxContainerResources {
     let cpu_request = request("cpu")
         .or(limit("cpu"))
         .and_then(quantity::milli_value);
-    let shares = cpu_request
-        .map(|milli| (milli * 1024 / 1000).max(MIN_SHARES))
-        .unwrap_or(MIN_SHARES);
+    let shares = i64::try_from(cpu_shares(cpu_request.unwrap_or(0))).unwrap_or(i64::MAX);
     let quota = limit("cpu")
         .and_then(quantity::milli_value)
-        .map(|milli| (milli * CPU_PERIOD_US / 1000).max(1000))
+        .map(|milli| (milli * CPU_PERIOD_US / 1000).max(MIN_QUOTA_US))
         .unwrap_or(0);
     api::LinuxContainerResources {
         cpu_shares: shares,
