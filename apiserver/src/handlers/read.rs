@@ -88,6 +88,20 @@ fn expired_continue() -> ApiError {
     ApiError::Expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".into())
 }
 
+/// The first key after all those that start with `prefix`: the prefix with
+/// its last character raised by one, when that is ASCII (a collection prefix
+/// ends in `/`); unbounded otherwise, and the caller checks each key.
+fn prefix_end(prefix: &str) -> Bound<String> {
+    match prefix.as_bytes().last() {
+        Some(&last) if last < 0x7f => {
+            let mut end = prefix[..prefix.len() - 1].to_owned();
+            end.push(char::from(last + 1));
+            Bound::Excluded(end)
+        }
+        _ => Bound::Unbounded,
+    }
+}
+
 /// The snapshot a list reads, per its continue token or resourceVersion.
 async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snapshot, ApiError> {
     let cache = ctx.inner.cache(ctx.info())?;
@@ -192,6 +206,15 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
     };
     let limit = ctx.params.limit.unwrap_or(usize::MAX);
     let selecting = !labels.is_empty() || !fields.is_empty();
+    // The collection is one key range of the snapshot: stepping through it
+    // compares no keys, so counting what a page leaves out touches no
+    // object.
+    let end = prefix_end(&prefix);
+    let bounded = matches!(end, Bound::Excluded(_));
+    let mut range = snapshot
+        .objects
+        .range((lower, end))
+        .take_while(|(key, _)| bounded || key.starts_with(&prefix));
     // Items stay shared with the snapshot unless they need converting; a
     // converted one is made once here, for the selectors, and kept. An
     // item held encoded is decoded only when a selector looks inside.
@@ -199,15 +222,7 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
     let mut last_key: Option<&String> = None;
     let mut more = false;
     let mut remaining = 0usize;
-    for (key, stored) in snapshot.objects.range((lower, Bound::Unbounded)) {
-        if !key.starts_with(&prefix) {
-            break;
-        }
-        if items.len() == limit && !selecting {
-            more = true;
-            remaining += 1;
-            continue;
-        }
+    for (key, stored) in range.by_ref() {
         let object = match info.conversion {
             None => stored.clone(),
             Some(_) => Cached::Decoded(Arc::new(info.from_storage(stored.to_value()))),
@@ -224,6 +239,12 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
         }
         items.push(object);
         last_key = Some(key);
+        if items.len() == limit && !selecting {
+            // Without selectors every later key is a remaining item.
+            remaining = range.by_ref().count();
+            more = remaining > 0;
+            break;
+        }
     }
     let mut metadata = json!({ "resourceVersion": snapshot.revision.to_string() });
     if more && let Some(last) = last_key {

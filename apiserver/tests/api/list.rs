@@ -123,6 +123,27 @@ async fn pagination_reads_one_consistent_snapshot() {
 }
 
 #[tokio::test]
+async fn a_page_counts_only_its_own_namespace() {
+    let s = TestServer::new().await;
+    // Namespaces whose keys sort right before and right after default's.
+    for ns in ["default-a", "default0", "defaultz"] {
+        s.namespace(ns).await;
+        s.configmap(ns, "cm", json!({})).await;
+    }
+    for i in 0..4 {
+        s.configmap("default", &format!("cm{i}"), json!({})).await;
+    }
+    let page = s.get_ok(&format!("{CMS}?limit=1")).await;
+    assert_eq!(item_names(&page), vec!["cm0"]);
+    assert_eq!(page["metadata"]["remainingItemCount"], 3);
+    let whole = s.get_ok(CMS).await;
+    assert_eq!(item_names(&whole), vec!["cm0", "cm1", "cm2", "cm3"]);
+    let last = s.get_ok(&format!("{CMS}?limit=4")).await;
+    assert!(last["metadata"].get("continue").is_none());
+    assert!(last["metadata"].get("remainingItemCount").is_none());
+}
+
+#[tokio::test]
 async fn expired_continue_is_410() {
     let s = TestServer::configured(|c| c.continue_ttl = Duration::from_millis(50)).await;
     for i in 0..3 {
