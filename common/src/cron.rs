@@ -7,13 +7,15 @@
 //! What parses, and the words of every refusal, are those of the cron
 //! library upstream uses (robfig/cron v3's standard parser): the API server
 //! shows them when it refuses a CronJob and the controller when it reports
-//! an unparseable schedule. One difference: `@every <duration>` is not
-//! supported, and is refused as an unrecognized descriptor.
+//! an unparseable schedule. `@every <duration>` runs at that constant
+//! interval (whole seconds, at least one), counted from the CronJob's last
+//! scheduled time, as upstream's controller counts it.
 
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan, Zoned};
 
+use crate::duration::{GoDurationError, go_duration_nanos};
 use crate::quote::go_quote;
 
 /// Why a schedule could not be parsed, in upstream's words.
@@ -89,6 +91,14 @@ pub enum ScheduleError {
     /// An `@` shorthand that names nothing.
     #[error("unrecognized descriptor: {0}")]
     Descriptor(String),
+    /// `@every` with no Go duration after it.
+    #[error("failed to parse duration {descriptor}: {source}")]
+    Duration {
+        /// The descriptor as written (`@every 5x`).
+        descriptor: String,
+        /// What Go's duration parser says of the rest.
+        source: GoDurationError,
+    },
     /// A `CRON_TZ=`/`TZ=` prefix naming an unknown zone.
     #[error("provided bad location {0}: unknown time zone {0}")]
     Location(String),
@@ -100,6 +110,22 @@ pub enum ScheduleError {
 /// A parsed schedule.
 #[derive(Debug, Clone)]
 pub struct Schedule {
+    when: When,
+    zone: TimeZone,
+}
+
+/// The two kinds of schedule cron knows.
+#[derive(Debug, Clone)]
+enum When {
+    /// The five fields: times that match them.
+    Fields(Fields),
+    /// `@every`: a constant interval, in whole seconds (at least one).
+    Every(i64),
+}
+
+/// The five fields, as bit sets of the values each allows.
+#[derive(Debug, Clone)]
+struct Fields {
     minutes: u64,
     hours: u64,
     days: u64,
@@ -108,7 +134,6 @@ pub struct Schedule {
     /// True when day-of-month or day-of-week was `*`/`?` (without a step
     /// above one): then both must match; otherwise either may (cron's rule).
     day_star: bool,
-    zone: TimeZone,
 }
 
 /// One field's bounds and the names it takes.
@@ -270,6 +295,19 @@ impl Schedule {
                 }
             })?,
         };
+        if let Some(interval) = spec.strip_prefix("@every ") {
+            let nanos = go_duration_nanos(interval).map_err(|source| ScheduleError::Duration {
+                descriptor: spec.to_owned(),
+                source,
+            })?;
+            // As robfig/cron's Every: under a second counts as one, and the
+            // interval is cut to whole seconds.
+            let seconds = nanos.max(1_000_000_000) / 1_000_000_000;
+            return Ok(Self {
+                when: When::Every(seconds),
+                zone,
+            });
+        }
         let expanded = match spec {
             "@yearly" | "@annually" => "0 0 1 1 *",
             "@monthly" => "0 0 1 * *",
@@ -294,16 +332,52 @@ impl Schedule {
         let (months, _) = field(months, &MONTHS)?;
         let (weekdays, dow_star) = field(weekdays, &WEEKDAYS)?;
         Ok(Self {
-            minutes,
-            hours,
-            days,
-            months,
-            weekdays,
-            day_star: dom_star || dow_star,
+            when: When::Fields(Fields {
+                minutes,
+                hours,
+                days,
+                months,
+                weekdays,
+                day_star: dom_star || dow_star,
+            }),
             zone,
         })
     }
 
+    /// The first scheduled time strictly after `after`.
+    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
+        match &self.when {
+            When::Fields(fields) => fields.next_after(after, &self.zone),
+            // From the whole second at or before `after`, as robfig/cron's
+            // constant delay schedule counts.
+            When::Every(seconds) => {
+                Timestamp::from_second(after.as_second().checked_add(*seconds)?).ok()
+            }
+        }
+    }
+
+    /// The latest scheduled time in (`earliest`, `now`], with how many
+    /// scheduled times fell in that window (counting stops past 100).
+    pub fn most_recent(&self, earliest: Timestamp, now: Timestamp) -> Option<(Timestamp, usize)> {
+        match &self.when {
+            When::Fields(fields) => fields.most_recent(earliest, now, &self.zone),
+            When::Every(seconds) => {
+                // The times are evenly spaced: count them instead of stepping.
+                let first = self.next_after(earliest)?;
+                if first > now {
+                    return None;
+                }
+                let after_first = (now.as_second() - first.as_second()) / seconds;
+                let last =
+                    Timestamp::from_second(first.as_second() + after_first * seconds).ok()?;
+                let count = usize::try_from(after_first.saturating_add(1)).unwrap_or(usize::MAX);
+                Some((last, count.min(101)))
+            }
+        }
+    }
+}
+
+impl Fields {
     fn day_matches(&self, date: Date) -> bool {
         let dom = self.days & (1 << date.day()) != 0;
         let dow = self.weekdays & (1 << date.weekday().to_sunday_zero_offset()) != 0;
@@ -314,9 +388,8 @@ impl Schedule {
         }
     }
 
-    /// The first scheduled time strictly after `after`.
-    pub fn next_after(&self, after: Timestamp) -> Option<Timestamp> {
-        let start = after.to_zoned(self.zone.clone());
+    fn next_after(&self, after: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
+        let start = after.to_zoned(zone.clone());
         // Start at the next whole minute.
         let mut t: Zoned = start
             .with()
@@ -330,11 +403,11 @@ impl Schedule {
         while t.timestamp().as_second() <= limit {
             if self.months & (1 << t.month()) == 0 {
                 let first = t.date().first_of_month().checked_add(1.month()).ok()?;
-                t = first.to_zoned(self.zone.clone()).ok()?;
+                t = first.to_zoned(zone.clone()).ok()?;
                 continue;
             }
             if !self.day_matches(t.date()) {
-                t = t.date().tomorrow().ok()?.to_zoned(self.zone.clone()).ok()?;
+                t = t.date().tomorrow().ok()?.to_zoned(zone.clone()).ok()?;
                 continue;
             }
             if self.hours & (1 << t.hour()) == 0 {
@@ -356,13 +429,16 @@ impl Schedule {
         None
     }
 
-    /// The latest scheduled time in (`earliest`, `now`], with how many
-    /// scheduled times fell in that window (counting stops past 100).
-    pub fn most_recent(&self, earliest: Timestamp, now: Timestamp) -> Option<(Timestamp, usize)> {
+    fn most_recent(
+        &self,
+        earliest: Timestamp,
+        now: Timestamp,
+        zone: &TimeZone,
+    ) -> Option<(Timestamp, usize)> {
         let mut last = None;
         let mut count = 0;
         let mut t = earliest;
-        while let Some(next) = self.next_after(t) {
+        while let Some(next) = self.next_after(t, zone) {
             if next > now {
                 break;
             }
@@ -374,7 +450,7 @@ impl Schedule {
                     .checked_sub(jiff::SignedDuration::from_hours(24 * 8))
                     .ok()?;
                 probe = probe.max(next);
-                while let Some(n) = self.next_after(probe) {
+                while let Some(n) = self.next_after(probe, zone) {
                     if n > now {
                         break;
                     }
@@ -424,6 +500,13 @@ mod tests {
         ("@weekly", None, "2025-01-10T10:07:00Z", "2025-01-12T00:00:00Z"),
         ("@monthly", None, "2025-01-10T10:07:00Z", "2025-02-01T00:00:00Z"),
         ("@yearly", None, "2025-01-10T10:07:00Z", "2026-01-01T00:00:00Z"),
+        // A constant interval from the whole second before; under a second
+        // counts as one, and parts of a second are dropped.
+        ("@every 1h30m", None, "2025-01-10T10:07:30.5Z", "2025-01-10T11:37:30Z"),
+        ("@every 90s", Some("America/New_York"), "2025-01-10T10:07:00Z", "2025-01-10T10:08:30Z"),
+        ("@every 300ms", None, "2025-01-10T10:07:00Z", "2025-01-10T10:07:01Z"),
+        ("@every 2.9s", None, "2025-01-10T10:07:00Z", "2025-01-10T10:07:02Z"),
+        ("@every -5m", None, "2025-01-10T10:07:00Z", "2025-01-10T10:07:01Z"),
         // Day of month or day of week when both are restricted: the 13th,
         // or any Friday.
         ("0 0 13 * FRI", None, "2025-01-11T00:00:00Z", "2025-01-13T00:00:00Z"),
@@ -476,6 +559,15 @@ mod tests {
             ("1/2/3 * * * *", "too many slashes: 1/2/3"),
             ("@fortnightly", "unrecognized descriptor: @fortnightly"),
             (
+                "@every 5x",
+                "failed to parse duration @every 5x: time: unknown unit \"x\" in duration \"5x\"",
+            ),
+            (
+                "@every 10",
+                "failed to parse duration @every 10: time: missing unit in duration \"10\"",
+            ),
+            ("@every", "unrecognized descriptor: @every"),
+            (
                 "CRON_TZ=Mars/Base 0 9 * * *",
                 "provided bad location Mars/Base: unknown time zone Mars/Base",
             ),
@@ -520,5 +612,24 @@ mod tests {
             .unwrap();
         assert_eq!(t.to_string(), "2025-01-10T10:47:00Z");
         assert!(n > 100);
+    }
+
+    #[test]
+    fn most_recent_of_a_constant_interval_keeps_its_phase() {
+        let s = Schedule::parse("@every 7m", None).unwrap();
+        // From 10:00:20: 10:07:20, 10:14:20, 10:21:20, 10:28:20.
+        let (t, n) = s
+            .most_recent(ts("2025-01-10T10:00:20Z"), ts("2025-01-10T10:30:00Z"))
+            .unwrap();
+        assert_eq!((t.to_string().as_str(), n), ("2025-01-10T10:28:20Z", 4));
+        assert!(
+            s.most_recent(ts("2025-01-10T10:00:20Z"), ts("2025-01-10T10:07:19Z"))
+                .is_none()
+        );
+        let (t, n) = Schedule::parse("@every 1s", None)
+            .unwrap()
+            .most_recent(ts("2025-01-01T00:00:00Z"), ts("2025-01-10T10:47:30.9Z"))
+            .unwrap();
+        assert_eq!((t.to_string().as_str(), n), ("2025-01-10T10:47:30Z", 101));
     }
 }

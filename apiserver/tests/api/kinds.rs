@@ -757,6 +757,11 @@ async fn cron_job_schedules_and_zones_are_refused_in_upstreams_words() {
         ),
         ("", json!({}), "spec.schedule: Required value"),
         (
+            "@every 5x",
+            json!({}),
+            "spec.schedule: Invalid value: \"@every 5x\": failed to parse duration @every 5x: time: unknown unit \"x\" in duration \"5x\"",
+        ),
+        (
             "TZ=UTC 0 0 * * *",
             json!({}),
             "spec.schedule: Invalid value: \"TZ=UTC 0 0 * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
@@ -793,6 +798,7 @@ async fn cron_job_schedules_and_zones_are_refused_in_upstreams_words() {
     for (schedule, extra) in [
         ("*/15 9-17 * jan-MAR Mon-Fri", json!({})),
         ("@hourly", json!({"timeZone": "Europe/Berlin"})),
+        ("@every 1h30m", json!({})),
     ] {
         s.created(path, cron_job(schedule, extra)).await;
         s.delete_ok(&format!("{path}/cj")).await;

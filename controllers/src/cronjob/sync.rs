@@ -59,8 +59,12 @@ pub(super) fn decide(
     {
         from = floor;
     }
-    let next = schedule.next_after(now);
-    match schedule.most_recent(from, now) {
+    let recent = schedule.most_recent(from, now);
+    // Counted on from the latest time due (or from where the window
+    // starts), as upstream counts: for a cron schedule that is the first
+    // time after `now`; for `@every` it keeps the interval's phase.
+    let next = schedule.next_after(recent.map_or(from, |(t, _)| t));
+    match recent {
         None => (None, next, false),
         Some((t, _)) => {
             let too_late = starting_deadline.is_some_and(|d| t.as_second() + d < now.as_second());
@@ -504,5 +508,19 @@ mod tests {
             None,
         );
         assert_eq!((due, next), (None, Some(ts("2025-01-10T10:50:00Z"))));
+    }
+
+    #[test]
+    fn a_constant_interval_runs_in_phase_with_its_last_run() {
+        let s = Schedule::parse("@every 5m", None).unwrap();
+        // Created 10:00:10, looked at 10:03:17: nothing due; the first run is
+        // at 10:05:10, not five minutes after the look.
+        let created = ts("2025-01-10T10:00:10Z");
+        let (due, next, _) = decide(&s, created, ts("2025-01-10T10:03:17Z"), None);
+        assert_eq!((due, next), (None, Some(ts("2025-01-10T10:05:10Z"))));
+        // Looked at 10:16:00: 10:15:10 is due, then 10:20:10.
+        let (due, next, _) = decide(&s, created, ts("2025-01-10T10:16:00Z"), None);
+        assert_eq!(due, Some(ts("2025-01-10T10:15:10Z")));
+        assert_eq!(next, Some(ts("2025-01-10T10:20:10Z")));
     }
 }

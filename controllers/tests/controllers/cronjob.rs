@@ -107,6 +107,49 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
     cluster.shutdown().await;
 }
 
+/// `@every` counts its interval from the last scheduled time, as upstream's
+/// controller does: the run due is the last one that interval lands on, not
+/// the time the controller happens to look.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_every_schedule_runs_its_interval_on_from_the_last_run() {
+    let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
+    let spec = json!({
+        "schedule": "@every 1m",
+        "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]
+        }}}}
+    });
+    create_workload::<CronJob>(&client, "every", spec, json!({})).await;
+    let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
+    // The last run 150 s ago: runs were due 90 s and 30 s ago.
+    let last = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() - 150).unwrap();
+    merge_patch_status(
+        &api,
+        "every",
+        json!({"status": {"lastScheduleTime": last.to_string()}}),
+    )
+    .await;
+    let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+    let job = eventually(WAIT, "a job", || async {
+        list_all(&jobs).await.into_iter().next()
+    })
+    .await;
+    let scheduled: jiff::Timestamp =
+        job.annotations()["batch.kubernetes.io/cronjob-scheduled-timestamp"]
+            .parse()
+            .unwrap();
+    assert_eq!(scheduled, last + jiff::SignedDuration::from_secs(120));
+    let status = eventually(WAIT, "lastScheduleTime moved on", || async {
+        let t = api.get("every").await.ok()?.status?.last_schedule_time?.0;
+        (t != last).then_some(t)
+    })
+    .await;
+    assert_eq!(status, scheduled);
+    assert_eq!(list_all(&jobs).await.len(), 1, "one run for the one due");
+    cluster.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_that_never_fires_is_reported_invalid() {
     let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
