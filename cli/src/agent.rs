@@ -111,6 +111,18 @@ pub(crate) struct NodeFlags {
     )]
     pub eviction_hard: agent::node::eviction::EvictionHard,
 
+    /// Resources kept back for the operating system, as the kubelet's
+    /// `--system-reserved` (`cpu=100m,memory=256Mi,ephemeral-storage=1Gi`):
+    /// left out of the node's allocatable and of what all pods together may
+    /// use.
+    #[arg(long, env = "SKIFF_SYSTEM_RESERVED", default_value = "")]
+    pub system_reserved: agent::node::reserved::Reserved,
+
+    /// Resources kept back for skiff itself and the container runtime, as
+    /// the kubelet's `--kube-reserved` (same spelling).
+    #[arg(long, env = "SKIFF_KUBE_RESERVED", default_value = "")]
+    pub kube_reserved: agent::node::reserved::Reserved,
+
     /// Unused images are removed once the agent's disk is this full
     /// (percent; 100 turns it off), as the kubelet's flag.
     #[arg(long, env = "SKIFF_IMAGE_GC_HIGH_THRESHOLD", default_value_t = 85,
@@ -173,6 +185,7 @@ impl NodeFlags {
         config.sysctls = agent::pod::sysctls::Allowlist::with_unsafe(&self.allowed_unsafe_sysctls)
             .context("--allowed-unsafe-sysctls")?;
         config.eviction_hard = self.eviction_hard;
+        config.reserved = self.system_reserved.plus(self.kube_reserved);
         config.cgroup_root = self.cgroups_per_qos.then(|| self.cgroup_root.clone());
         if self.image_gc_low_threshold >= self.image_gc_high_threshold {
             anyhow::bail!(

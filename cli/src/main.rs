@@ -170,6 +170,37 @@ mod tests {
     }
 
     #[test]
+    fn reservations_add_up_and_refuse_what_cannot_be_reserved() {
+        let config = server_node_config(&[
+            "--system-reserved",
+            "cpu=100m,memory=256Mi",
+            "--kube-reserved",
+            "cpu=150m,ephemeral-storage=1Gi",
+        ])
+        .expect("reservations");
+        assert_eq!(
+            (
+                config.reserved.cpu_milli,
+                config.reserved.memory,
+                config.reserved.ephemeral_storage
+            ),
+            (250, 256 << 20, 1 << 30)
+        );
+        assert_eq!(
+            server_node_config(&[]).expect("defaults").reserved,
+            Default::default()
+        );
+        let refused = Cli::try_parse_from(["skiff", "agent", "--system-reserved", "pid=1000"])
+            .expect_err("PIDs are not limited");
+        assert!(
+            refused
+                .to_string()
+                .contains("cannot reserve \"pid\" resource"),
+            "{refused}"
+        );
+    }
+
+    #[test]
     fn image_gc_flags_are_the_kubelets_and_low_stays_below_high() {
         let config = server_node_config(&[
             "--image-gc-high-threshold",

@@ -93,6 +93,10 @@ pub struct AgentConfig {
     /// node reports memory or disk pressure; they are kept back from
     /// allocatable.
     pub eviction_hard: node::eviction::EvictionHard,
+    /// Resources kept back for the system and the node's own daemons
+    /// (`--system-reserved` and `--kube-reserved` together): left out of
+    /// allocatable and of the `kubepods` cgroup's caps.
+    pub reserved: node::reserved::Reserved,
     /// When unused images are removed (`--image-gc-high-threshold`, …).
     pub image_gc: image_gc::ImageGcPolicy,
     /// The cgroup below which the `kubepods` hierarchy of pod cgroups is
@@ -124,8 +128,17 @@ impl AgentConfig {
             overlay: Default::default(),
             sysctls: Default::default(),
             eviction_hard: Default::default(),
+            reserved: Default::default(),
             image_gc: Default::default(),
             cgroup_root: Some("/".into()),
+        }
+    }
+
+    /// What the node keeps back from pods.
+    pub fn kept_back(&self) -> node::reserved::KeptBack {
+        node::reserved::KeptBack {
+            reserved: self.reserved,
+            eviction: self.eviction_hard,
         }
     }
 
@@ -289,7 +302,7 @@ async fn run_with_runtime(
         &facts,
         version.as_ref(),
         &health,
-        &config.eviction_hard,
+        &config.kept_back(),
         reported_before.as_ref(),
     );
     status.daemon_endpoints = Some(k8s_openapi::api::core::v1::NodeDaemonEndpoints {
@@ -318,7 +331,7 @@ async fn run_with_runtime(
         facts: facts.clone(),
         version,
         agent_dir: agent_dir.clone(),
-        eviction: config.eviction_hard,
+        kept_back: config.kept_back(),
         pressure: pressure_tx,
         interval: config.heartbeat_interval,
         events: node_events,
@@ -350,10 +363,12 @@ async fn run_with_runtime(
         }
     }
 
+    let offered = config.kept_back().allocatable(facts.capacity());
+    let pods_cap = config.kept_back().cgroup_limits(facts.capacity());
     let allocatable = NodeAllocatable {
-        cpu: f64::from(facts.cpus),
-        memory: config.eviction_hard.allocatable_memory(facts.memory) as f64,
-        ephemeral_storage: config.eviction_hard.allocatable_disk(facts.disk) as f64,
+        cpu: offered.cpu_milli as f64 / 1000.0,
+        memory: offered.memory as f64,
+        ephemeral_storage: offered.ephemeral_storage as f64,
     };
     let pods = factory
         .informer_with::<Pod>(WatchConfig::default().fields(&format!("spec.nodeName={node_name}")));
@@ -370,8 +385,8 @@ async fn run_with_runtime(
         cgroups: config.cgroup_root.as_deref().and_then(|root| {
             pod::cgroups::PodCgroups::start(
                 root,
-                i64::from(facts.cpus) * 1000,
-                i64::try_from(facts.memory).unwrap_or(i64::MAX),
+                i64::try_from(pods_cap.cpu_milli).unwrap_or(i64::MAX),
+                i64::try_from(pods_cap.memory).unwrap_or(i64::MAX),
             )
         }),
         crash_backoff: config.crash_backoff,

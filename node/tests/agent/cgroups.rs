@@ -1,6 +1,7 @@
 //! Pod-level cgroups on real containerd: each pod's containers run below
 //! `kubepods[/<qos>]/pod<uid>` (as `/proc/1/cgroup` inside says), the pod
-//! cgroup carries the pod's CPU and memory caps, `kubepods` the node's,
+//! cgroup carries the pod's CPU and memory caps, `kubepods` the node's
+//! less its reservations (which allocatable also leaves out),
 //! and a deleted pod's cgroup is removed.
 
 use std::path::PathBuf;
@@ -8,6 +9,7 @@ use std::time::Duration;
 
 use crate::harness::{TestCluster, container_id, create_qos_pods, exec};
 use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 
 const LONG: Duration = Duration::from_secs(60);
@@ -46,7 +48,11 @@ async fn pod_cgroup(cluster: &TestCluster, name: &str, qos_cgroup: &str) -> Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pods_run_in_cgroups_of_their_qos_class_with_their_caps() {
-    let cluster = TestCluster::start(15).await;
+    // Half a core and 64 MiB kept back for the system.
+    let cluster = TestCluster::start_with(15, |config| {
+        config.reserved = "cpu=500m,memory=64Mi".parse().expect("reservation");
+    })
+    .await;
     let root = cluster.config.cgroup_root.clone().expect("a cgroup root");
     let kubepods = format!("{root}/kubepods");
 
@@ -73,26 +79,31 @@ async fn pods_run_in_cgroups_of_their_qos_class_with_their_caps() {
     pod_cgroup(&cluster, "best-effort", &best_effort_class).await;
     assert_eq!(read("cpu", &best_effort_class, "cpu.shares"), "2");
 
-    // All pods together are capped at the node's capacity (the kernel
-    // keeps whole pages of it).
+    // All pods together are capped at the node's capacity less what is
+    // reserved (the kernel keeps whole pages of it); allocatable also
+    // leaves out the eviction threshold (the default 100 MiB).
     let node = Api::<Node>::all(cluster.client.clone())
         .get("node-15")
         .await
         .expect("node");
-    let capacity = node.status.and_then(|s| s.capacity).expect("capacity");
-    let kib: u64 = capacity["memory"]
-        .0
-        .trim_end_matches("Ki")
-        .parse()
-        .expect("Ki");
+    let status = node.status.expect("status");
+    let kib = |q: &Quantity| -> u64 { q.0.trim_end_matches("Ki").parse().expect("Ki") };
+    let capacity = status.capacity.expect("capacity");
+    let memory = kib(&capacity["memory"]) * 1024;
     assert_eq!(
         read("memory", &kubepods, "memory.limit_in_bytes"),
-        (kib * 1024 / 4096 * 4096).to_string()
+        ((memory - (64 << 20)) / 4096 * 4096).to_string()
     );
     let cpus: u64 = capacity["cpu"].0.parse().expect("whole CPUs");
     assert_eq!(
         read("cpu", &kubepods, "cpu.shares"),
-        (cpus * 1024).to_string()
+        ((cpus * 1000 - 500) * 1024 / 1000).to_string()
+    );
+    let allocatable = status.allocatable.expect("allocatable");
+    assert_eq!(allocatable["cpu"].0, format!("{}m", cpus * 1000 - 500));
+    assert_eq!(
+        kib(&allocatable["memory"]) * 1024,
+        memory - (64 << 20) - (100 << 20)
     );
 
     // Once a pod is gone, so is its cgroup, in every hierarchy.

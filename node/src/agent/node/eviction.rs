@@ -1,7 +1,7 @@
 //! The hard eviction thresholds, as the kubelet's `--eviction-hard` spells
 //! them (`memory.available<100Mi,nodefs.available<10%`): below a threshold
 //! the node reports the matching pressure condition, and each threshold is
-//! kept back from the node's allocatable.
+//! kept back from the node's allocatable (see `reserved`).
 //!
 //! Signals left out keep the kubelet's defaults; signals the kubelet knows
 //! but skiff does not measure (`imagefs.*`, `nodefs.inodesFree`,
@@ -101,18 +101,6 @@ impl Default for EvictionHard {
     }
 }
 
-impl EvictionHard {
-    /// Memory left for pods out of `capacity` bytes.
-    pub fn allocatable_memory(&self, capacity: u64) -> u64 {
-        capacity - self.memory_available.bytes_of(capacity)
-    }
-
-    /// Ephemeral storage left for pods out of `capacity` bytes.
-    pub fn allocatable_disk(&self, capacity: u64) -> u64 {
-        capacity - self.nodefs_available.bytes_of(capacity)
-    }
-}
-
 impl FromStr for EvictionHard {
     type Err = EvictionError;
 
@@ -199,12 +187,5 @@ mod tests {
         let mib = Threshold::Bytes(1 << 20);
         assert!(mib.crossed((1 << 20) - 1, 1 << 30));
         assert_eq!(mib.bytes_of(1000), 1000, "never more than there is");
-        let defaults = EvictionHard::default();
-        assert_eq!(
-            defaults.allocatable_memory(1 << 30),
-            (1 << 30) - (100 << 20)
-        );
-        assert_eq!(defaults.allocatable_disk(1000), 900);
-        assert_eq!(defaults.allocatable_memory(1 << 20), 0);
     }
 }

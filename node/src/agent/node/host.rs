@@ -35,6 +35,17 @@ pub struct HostFacts {
     pub boot_id: String,
 }
 
+impl HostFacts {
+    /// The node's capacity, as its allocatable is counted from.
+    pub fn capacity(&self) -> super::reserved::Capacity {
+        super::reserved::Capacity {
+            cpu_milli: u64::from(self.cpus) * 1000,
+            memory: self.memory,
+            ephemeral_storage: self.disk,
+        }
+    }
+}
+
 /// Reads the host's facts; anything unreadable gets a harmless default.
 pub fn read(agent_dir: &Path) -> HostFacts {
     let read = |p: &str| {

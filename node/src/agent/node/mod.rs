@@ -11,4 +11,5 @@ pub mod host;
 pub(crate) mod metrics;
 pub(crate) mod network;
 pub mod registration;
+pub mod reserved;
 pub(crate) mod stats;

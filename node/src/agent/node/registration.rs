@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use super::eviction::EvictionHard;
 use super::host::{self, HostFacts, Pressure};
+use super::reserved::KeptBack;
 use crate::runtime::{Runtime, RuntimeHealth, RuntimeVersion};
 
 /// The kubelet version skiff reports.
@@ -63,13 +64,23 @@ pub fn node_object(name: &str, labels: &BTreeMap<String, String>) -> Node {
 
 pub(crate) use skiff_common::platform::go_arch;
 
+/// Millicores as a quantity: whole cores bare (`2`), else in `m` (`1750m`),
+/// as upstream's arithmetic on quantities prints them.
+fn milli_cores(milli: u64) -> String {
+    if milli.is_multiple_of(1000) {
+        (milli / 1000).to_string()
+    } else {
+        format!("{milli}m")
+    }
+}
+
 /// The Node status.
 pub fn node_status(
     name: &str,
     facts: &HostFacts,
     version: Option<&RuntimeVersion>,
     health: &NodeHealth,
-    thresholds: &EvictionHard,
+    kept_back: &KeptBack,
     previous: Option<&NodeStatus>,
 ) -> NodeStatus {
     let now = Time(Timestamp::now());
@@ -83,17 +94,18 @@ pub fn node_status(
     .map(|(k, v)| (k.to_string(), Quantity(v)))
     .collect();
     let mut allocatable = capacity.clone();
-    allocatable.insert(
-        "memory".into(),
-        Quantity(format!(
-            "{}Ki",
-            thresholds.allocatable_memory(facts.memory) / 1024
-        )),
-    );
-    allocatable.insert(
-        "ephemeral-storage".into(),
-        Quantity(thresholds.allocatable_disk(facts.disk).to_string()),
-    );
+    let offered = kept_back.allocatable(facts.capacity());
+    allocatable.extend([
+        ("cpu".to_owned(), Quantity(milli_cores(offered.cpu_milli))),
+        (
+            "memory".to_owned(),
+            Quantity(format!("{}Ki", offered.memory / 1024)),
+        ),
+        (
+            "ephemeral-storage".to_owned(),
+            Quantity(offered.ephemeral_storage.to_string()),
+        ),
+    ]);
     let (ready, ready_reason, ready_message) = match &health.runtime {
         Ok(h) if h.is_ready() => (
             true,
@@ -358,8 +370,10 @@ pub struct Heartbeat {
     pub version: Option<RuntimeVersion>,
     /// `DATA_DIR/agent` (its disk decides DiskPressure).
     pub agent_dir: PathBuf,
-    /// The hard eviction thresholds behind the pressure conditions.
-    pub eviction: EvictionHard,
+    /// The reservations and hard eviction thresholds: the thresholds are
+    /// behind the pressure conditions, and both are kept back from
+    /// allocatable.
+    pub kept_back: KeptBack,
     /// Where each observation's pressure goes, for admitting pods.
     pub pressure: watch::Sender<Pressure>,
     /// Lease renewal and health check interval.
@@ -398,7 +412,12 @@ impl Heartbeat {
                 }
                 renewed = Instant::now();
             }
-            let health = observe(self.runtime.as_ref(), &self.agent_dir, &self.eviction).await;
+            let health = observe(
+                self.runtime.as_ref(),
+                &self.agent_dir,
+                &self.kept_back.eviction,
+            )
+            .await;
             if reported.last_health.as_ref() != Some(&health) {
                 self.report(health, &mut reported).await;
             }
@@ -408,7 +427,12 @@ impl Heartbeat {
             if let Err(error) = renew_lease(&self.client, &self.node_name).await {
                 tracing::warn!(%error, "lease renewal failed");
             }
-            let health = observe(self.runtime.as_ref(), &self.agent_dir, &self.eviction).await;
+            let health = observe(
+                self.runtime.as_ref(),
+                &self.agent_dir,
+                &self.kept_back.eviction,
+            )
+            .await;
             if reported.last_health.as_ref() == Some(&health)
                 && reported.written.elapsed() < STATUS_REFRESH
             {
@@ -438,7 +462,7 @@ impl Heartbeat {
             &self.facts,
             self.version.as_ref(),
             &health,
-            &self.eviction,
+            &self.kept_back,
             reported.previous.as_ref(),
         );
         match write_status(&self.client, &self.node_name, &status).await {
@@ -515,14 +539,11 @@ mod tests {
             runtime_version: "1.6.20".into(),
             runtime_api_version: "v1".into(),
         };
-        let s = node_status(
-            "n",
-            &facts(),
-            Some(&version),
-            &healthy,
-            &EvictionHard::default(),
-            None,
-        );
+        let defaults = KeptBack {
+            reserved: Default::default(),
+            eviction: EvictionHard::default(),
+        };
+        let s = node_status("n", &facts(), Some(&version), &healthy, &defaults, None);
         fn condition<'a>(s: &'a NodeStatus, type_: &str) -> &'a NodeCondition {
             s.conditions
                 .as_ref()
@@ -550,17 +571,35 @@ mod tests {
             runtime: Err("connection refused".into()),
             pressure: Pressure::default(),
         };
-        let s2 = node_status(
-            "n",
-            &facts(),
-            None,
-            &down,
-            &EvictionHard::default(),
-            Some(&s),
-        );
+        let s2 = node_status("n", &facts(), None, &down, &defaults, Some(&s));
         assert_eq!(cond(&s2, "Ready"), "False");
         // Unchanged conditions keep their transition time.
         let t = |s: &NodeStatus, ty: &str| condition(s, ty).last_transition_time.clone();
         assert_eq!(t(&s, "DiskPressure"), t(&s2, "DiskPressure"));
+    }
+
+    #[test]
+    fn reservations_come_off_allocatable_as_upstream_prints_it() {
+        let kept = KeptBack {
+            reserved: "cpu=250m,memory=1Gi,ephemeral-storage=10Gi"
+                .parse()
+                .unwrap(),
+            eviction: EvictionHard::default(),
+        };
+        let healthy = NodeHealth {
+            runtime: Err("not yet".into()),
+            pressure: Pressure::default(),
+        };
+        let s = node_status("n", &facts(), None, &healthy, &kept, None);
+        let allocatable = s.allocatable.unwrap();
+        let shown = |r: &str| allocatable[r].0.clone();
+        assert_eq!(shown("cpu"), "1750m");
+        assert_eq!(shown("memory"), format!("{}Ki", (3u64 << 20) - 102400));
+        assert_eq!(
+            shown("ephemeral-storage"),
+            ((90u64 << 30) - (10u64 << 30)).to_string()
+        );
+        assert_eq!(s.capacity.unwrap()["cpu"].0, "2", "capacity stays whole");
+        assert_eq!(milli_cores(2000), "2");
     }
 }
