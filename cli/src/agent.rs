@@ -151,6 +151,11 @@ pub(crate) struct NodeFlags {
           action = clap::ArgAction::Set)]
     pub cgroups_per_qos: bool,
 
+    /// The most processes one pod may run (its cgroup's `pids.max`), as the
+    /// kubelet's flag; -1 (or 0) leaves pods limited by the node only.
+    #[arg(long, env = "SKIFF_POD_MAX_PIDS", default_value_t = -1, allow_negative_numbers = true)]
+    pub pod_max_pids: i64,
+
     /// nftables table (family `ip`) of the pod network's masquerade rules.
     #[arg(long, env = "SKIFF_POD_NETWORK_TABLE", default_value = agent::overlay::DEFAULT_TABLE)]
     pub pod_network_table: String,
@@ -187,6 +192,7 @@ impl NodeFlags {
         config.eviction_hard = self.eviction_hard;
         config.reserved = self.system_reserved.plus(self.kube_reserved);
         config.cgroup_root = self.cgroups_per_qos.then(|| self.cgroup_root.clone());
+        config.pod_max_pids = (self.pod_max_pids > 0).then_some(self.pod_max_pids);
         if self.image_gc_low_threshold >= self.image_gc_high_threshold {
             anyhow::bail!(
                 "--image-gc-low-threshold ({}) must be less than --image-gc-high-threshold ({})",

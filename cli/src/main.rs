@@ -143,6 +143,11 @@ mod tests {
         assert_eq!(rooted.cgroup_root.as_deref(), Some("/edge"));
         let off = server_node_config(&["--cgroups-per-qos=false"]).expect("off");
         assert_eq!(off.cgroup_root, None);
+        assert_eq!(default.pod_max_pids, None);
+        let capped = server_node_config(&["--pod-max-pids", "128"]).expect("a cap");
+        assert_eq!(capped.pod_max_pids, Some(128));
+        let unlimited = server_node_config(&["--pod-max-pids", "-1"]).expect("unlimited");
+        assert_eq!(unlimited.pod_max_pids, None);
     }
 
     #[test]
@@ -190,12 +195,12 @@ mod tests {
             server_node_config(&[]).expect("defaults").reserved,
             Default::default()
         );
-        let refused = Cli::try_parse_from(["skiff", "agent", "--system-reserved", "pid=1000"])
-            .expect_err("PIDs are not limited");
+        let refused = Cli::try_parse_from(["skiff", "agent", "--system-reserved", "hugepages=1"])
+            .expect_err("huge pages are not reserved");
         assert!(
             refused
                 .to_string()
-                .contains("cannot reserve \"pid\" resource"),
+                .contains("cannot reserve \"hugepages\" resource"),
             "{refused}"
         );
     }

@@ -1,6 +1,7 @@
 //! Host clean-up for the tests that start containerd in a temp dir (the
 //! node agent's and containerd harness's, and the CLI's end-to-end suites):
-//! what such a containerd may leave behind — processes, mounts, a bridge —
+//! what such a containerd may leave behind — processes, mounts, a bridge,
+//! pod cgroups —
 //! found and removed the same way by every harness.
 
 use std::path::Path;
@@ -89,6 +90,44 @@ pub fn delete_bridge(bridge: &str) {
         let _ = std::process::Command::new("ip")
             .args(["link", "delete", bridge])
             .status();
+    }
+}
+
+/// Removes the cgroup tree `root` (a test's `--cgroup-root`), deepest
+/// first, from every hierarchy. A container whose shim was killed with
+/// containerd outlives it (reparented to init); what still runs in the tree
+/// is killed first.
+pub fn remove_cgroup_tree(root: &str) {
+    fn remove(dir: &Path) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove(&entry.path());
+            }
+        }
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+            // SAFETY: kill has no memory preconditions; the pid is one the
+            // kernel lists in this test's own cgroup.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        // The kernel lets a cgroup go once its killed processes are reaped.
+        for _ in 0..40 {
+            if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    let relative = root.trim_start_matches('/');
+    for hierarchy in std::fs::read_dir("/sys/fs/cgroup")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let dir = hierarchy.path().join(relative);
+        if !relative.is_empty() && dir.is_dir() {
+            remove(&dir);
+        }
     }
 }
 

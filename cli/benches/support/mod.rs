@@ -64,6 +64,8 @@ pub fn server_command(
 /// run pods start it: on loopback `port`, its data in `data_dir`, node
 /// `node` with pod bridge `bridge` and pod CIDR `pod_cidr`, warnings and
 /// errors to `data_dir/server.log` (which [`stop_node_server`] prints).
+/// Its nftables tables and pod cgroups are named after the bridge (no
+/// overlay device), so [`stop_node_server`] removes all it leaves.
 /// Callers add their own flags before spawning.
 pub fn node_server_command(
     data_dir: &std::path::Path,
@@ -80,14 +82,20 @@ pub fn node_server_command(
         .arg(data_dir)
         .args(["--https-listen-port", &port.to_string()])
         .args(["--cni-bridge", bridge, "--pod-cidr", pod_cidr])
+        .args(["--cgroup-root", &format!("/{bridge}")])
+        .env("SKIFF_PROXY_TABLE", bridge)
+        .env("SKIFF_NETPOL_TABLE", bridge)
+        .env("SKIFF_POD_NETWORK_TABLE", format!("{bridge}-net"))
+        .env("SKIFF_FLANNEL_BACKEND", "none")
         .env("SKIFF_LOG", "warn")
         .stdout(std::process::Stdio::null())
         .stderr(log);
     Ok(command)
 }
 
-/// Stops a server of [`node_server_command`] (see [`terminate`]), deletes
-/// its pod bridge, and when the bench `failed` prints the server's log.
+/// Stops a server of [`node_server_command`] (see [`terminate`]), removes
+/// what its pods leave on the host, and when the bench `failed` prints the
+/// server's log.
 pub fn stop_node_server(
     server: &mut std::process::Child,
     data_dir: &std::path::Path,
@@ -95,7 +103,17 @@ pub fn stop_node_server(
     failed: bool,
 ) {
     terminate(server);
-    skiff_testkit::host::delete_bridge(bridge);
+    // A stopped agent leaves its pods running, as a kubelet does: their
+    // shims, mounts, cgroups and rules go here.
+    skiff_testkit::host::cleanup_host(data_dir, bridge);
+    skiff_testkit::host::remove_cgroup_tree(&format!("/{bridge}"));
+    let net = format!("{bridge}-net");
+    for (family, table) in [("ip", bridge), ("ip", net.as_str()), ("inet", bridge)] {
+        let _ = std::process::Command::new("nft")
+            .args(["delete", "table", family, table])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
     if failed {
         eprintln!(
             "server log:\n{}",

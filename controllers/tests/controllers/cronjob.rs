@@ -20,6 +20,18 @@ async fn due_now(api: &Api<CronJob>, name: &str) {
     .await;
 }
 
+/// The spec of a CronJob on `schedule` whose Jobs run one busybox
+/// container once.
+fn one_shot(schedule: &str) -> serde_json::Value {
+    json!({
+        "schedule": schedule,
+        "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "c", "image": "busybox"}]
+        }}}}
+    })
+}
+
 /// Suspends or resumes CronJob `name`.
 async fn suspend(api: &Api<CronJob>, name: &str, on: bool) {
     let patch = kube::api::Patch::Merge(json!({"spec": {"suspend": on}}));
@@ -113,14 +125,7 @@ async fn a_due_schedule_starts_a_job_and_tracks_it_to_success() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_every_schedule_runs_its_interval_on_from_the_last_run() {
     let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
-    let spec = json!({
-        "schedule": "@every 1m",
-        "jobTemplate": {"spec": {"template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "c", "image": "busybox"}]
-        }}}}
-    });
-    create_workload::<CronJob>(&client, "every", spec, json!({})).await;
+    create_workload::<CronJob>(&client, "every", one_shot("@every 1m"), json!({})).await;
     let api: Api<CronJob> = Api::namespaced(client.clone(), "default");
     // The last run 150 s ago: runs were due 90 s and 30 s ago.
     let last = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() - 150).unwrap();
@@ -153,14 +158,7 @@ async fn an_every_schedule_runs_its_interval_on_from_the_last_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_that_never_fires_is_reported_invalid() {
     let (cluster, client) = TestCluster::start_with_client(&["cronjob"]).await;
-    let spec = json!({
-        "schedule": "59 23 31 2 *",
-        "jobTemplate": {"spec": {"template": {"spec": {
-            "restartPolicy": "Never",
-            "containers": [{"name": "c", "image": "busybox"}]
-        }}}}
-    });
-    create_workload::<CronJob>(&client, "never", spec, json!({})).await;
+    create_workload::<CronJob>(&client, "never", one_shot("59 23 31 2 *"), json!({})).await;
     let event = event_about(&client, "never", "InvalidSchedule").await;
     assert_event(
         &event,

@@ -103,6 +103,9 @@ pub struct AgentConfig {
     /// laid out (`--cgroup-root`); `None` gives pods no pod-level cgroups
     /// (`--cgroups-per-qos=false`): the runtime places each container.
     pub cgroup_root: Option<String>,
+    /// Each pod's process limit (`--pod-max-pids`); `None` leaves pods
+    /// unlimited but for the node's.
+    pub pod_max_pids: Option<i64>,
 }
 
 impl AgentConfig {
@@ -131,6 +134,7 @@ impl AgentConfig {
             reserved: Default::default(),
             image_gc: Default::default(),
             cgroup_root: Some("/".into()),
+            pod_max_pids: None,
         }
     }
 
@@ -382,13 +386,10 @@ async fn run_with_runtime(
         log_root: config.log_root(),
         allocatable,
         memory_capacity: facts.memory,
-        cgroups: config.cgroup_root.as_deref().and_then(|root| {
-            pod::cgroups::PodCgroups::start(
-                root,
-                i64::try_from(pods_cap.cpu_milli).unwrap_or(i64::MAX),
-                i64::try_from(pods_cap.memory).unwrap_or(i64::MAX),
-            )
-        }),
+        cgroups: config
+            .cgroup_root
+            .as_deref()
+            .and_then(|root| pod::cgroups::PodCgroups::start(root, &pods_cap, config.pod_max_pids)),
         crash_backoff: config.crash_backoff,
         image_backoff: config.image_backoff,
         dns: dns_config::PodDnsInputs::load(&config.dns),

@@ -1,8 +1,9 @@
 //! Pod-level cgroups on real containerd: each pod's containers run below
 //! `kubepods[/<qos>]/pod<uid>` (as `/proc/1/cgroup` inside says), the pod
 //! cgroup carries the pod's CPU and memory caps, `kubepods` the node's
-//! less its reservations (which allocatable also leaves out),
-//! and a deleted pod's cgroup is removed.
+//! less its reservations (which allocatable also leaves out), each pod
+//! is held to the per-pod process limit, and a deleted pod's cgroup is
+//! removed.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,6 +14,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 
 const LONG: Duration = Duration::from_secs(60);
+/// The test's per-pod process limit.
+const MAX_PIDS: i64 = 64;
 
 /// A file of `cgroup` in the host's `controller` hierarchy, trimmed.
 fn read(controller: &str, cgroup: &str, file: &str) -> String {
@@ -48,9 +51,13 @@ async fn pod_cgroup(cluster: &TestCluster, name: &str, qos_cgroup: &str) -> Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pods_run_in_cgroups_of_their_qos_class_with_their_caps() {
-    // Half a core and 64 MiB kept back for the system.
+    // Half a core, 64 MiB and 1,000 processes kept back for the system;
+    // each pod may run 64 processes.
     let cluster = TestCluster::start_with(15, |config| {
-        config.reserved = "cpu=500m,memory=64Mi".parse().expect("reservation");
+        config.reserved = "cpu=500m,memory=64Mi,pid=1000"
+            .parse()
+            .expect("reservation");
+        config.pod_max_pids = Some(MAX_PIDS);
     })
     .await;
     let root = cluster.config.cgroup_root.clone().expect("a cgroup root");
@@ -66,6 +73,7 @@ async fn pods_run_in_cgroups_of_their_qos_class_with_their_caps() {
     );
     assert_eq!(read("cpu", &guaranteed, "cpu.cfs_quota_us"), "10000");
     assert_eq!(read("cpu", &guaranteed, "cpu.shares"), "102");
+    assert_eq!(read("pids", &guaranteed, "pids.max"), MAX_PIDS.to_string());
 
     let burstable_class = format!("{kubepods}/burstable");
     let burstable = pod_cgroup(&cluster, "burstable", &burstable_class).await;
@@ -74,6 +82,24 @@ async fn pods_run_in_cgroups_of_their_qos_class_with_their_caps() {
     assert_eq!(read("cpu", &burstable, "cpu.shares"), "204");
     assert_eq!(read("cpu", &burstable, "cpu.cfs_quota_us"), "-1");
     assert_eq!(read("cpu", &burstable_class, "cpu.shares"), "204");
+
+    // A fork bomb in a pod stops at the pod's process limit: the shell
+    // cannot fork past it, and the pod never holds more.
+    let running = cluster.wait_phase("burstable", LONG, "Running").await;
+    let bomb =
+        "exec 2>&1; i=0; while [ $i -lt 200 ]; do sleep 60 >/dev/null 2>&1 & i=$((i+1)); done";
+    let (code, out) = exec(
+        &cluster.cri,
+        &container_id(&running, "c"),
+        &["sh", "-c", bomb],
+    )
+    .await;
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("can't fork"), "{out}");
+    let held: i64 = read("pids", &burstable, "pids.current")
+        .parse()
+        .expect("count");
+    assert!((1..=MAX_PIDS).contains(&held), "{held} processes");
 
     let best_effort_class = format!("{kubepods}/besteffort");
     pod_cgroup(&cluster, "best-effort", &best_effort_class).await;
@@ -93,6 +119,21 @@ async fn pods_run_in_cgroups_of_their_qos_class_with_their_caps() {
     assert_eq!(
         read("memory", &kubepods, "memory.limit_in_bytes"),
         ((memory - (64 << 20)) / 4096 * 4096).to_string()
+    );
+    let kernel_limit = ["pid_max", "threads-max"]
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(format!("/proc/sys/kernel/{f}"))
+                .expect("kernel limit")
+                .trim()
+                .parse::<u64>()
+                .expect("a number")
+        })
+        .min()
+        .expect("two limits");
+    assert_eq!(
+        read("pids", &kubepods, "pids.max"),
+        (kernel_limit - 1000).to_string()
     );
     let cpus: u64 = capacity["cpu"].0.parse().expect("whole CPUs");
     assert_eq!(

@@ -1,7 +1,7 @@
 //! One API server plus one agent (with its own containerd, pod CIDR and
 //! bridge) per test, torn down completely afterwards.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -333,44 +333,7 @@ impl Drop for TestCluster {
             .stderr(std::process::Stdio::null())
             .status();
         if let Some(root) = &self.config.cgroup_root {
-            remove_cgroup_tree(root);
-        }
-    }
-}
-
-/// Removes the test's cgroup tree, deepest first, from every hierarchy.
-/// A container whose shim was killed with containerd outlives it
-/// (reparented to init); what still runs in the tree is killed first.
-fn remove_cgroup_tree(root: &str) {
-    fn remove(dir: &Path) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            if entry.file_type().is_ok_and(|t| t.is_dir()) {
-                remove(&entry.path());
-            }
-        }
-        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
-        for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
-            // SAFETY: kill has no memory preconditions; the pid is one the
-            // kernel lists in this test's own cgroup.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-        // The kernel lets a cgroup go once its killed processes are reaped.
-        for _ in 0..40 {
-            if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    let relative = root.trim_start_matches('/');
-    for hierarchy in std::fs::read_dir("/sys/fs/cgroup")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let dir = hierarchy.path().join(relative);
-        if !relative.is_empty() && dir.is_dir() {
-            remove(&dir);
+            skiff_testkit::host::remove_cgroup_tree(root);
         }
     }
 }

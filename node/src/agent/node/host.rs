@@ -25,6 +25,9 @@ pub struct HostFacts {
     pub memory: u64,
     /// Size of the agent's file system in bytes.
     pub disk: u64,
+    /// How many processes the kernel allows (the lesser of `pid_max` and
+    /// `threads-max`); 0 when unknown.
+    pub max_pids: u64,
     /// `PRETTY_NAME` from /etc/os-release.
     pub os_image: String,
     /// `uname -r`.
@@ -42,6 +45,7 @@ impl HostFacts {
             cpu_milli: u64::from(self.cpus) * 1000,
             memory: self.memory,
             ephemeral_storage: self.disk,
+            pids: self.max_pids,
         }
     }
 }
@@ -68,6 +72,11 @@ pub fn read(agent_dir: &Path) -> HostFacts {
         cpus: cpus(),
         memory: memory(),
         disk: disk_size(agent_dir).0,
+        max_pids: ["/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"]
+            .iter()
+            .filter_map(|p| read(p).parse::<u64>().ok())
+            .min()
+            .unwrap_or(0),
         os_image: os_image(&read("/etc/os-release")),
         kernel: read("/proc/sys/kernel/osrelease"),
         machine_id: read("/etc/machine-id"),

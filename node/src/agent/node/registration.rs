@@ -517,6 +517,7 @@ mod tests {
             cpus: 2,
             memory: 4 << 30,
             disk: 100 << 30,
+            max_pids: 4_194_304,
             os_image: "Debian".into(),
             kernel: "6.1".into(),
             machine_id: "m".into(),

@@ -6,9 +6,9 @@
 //! allocatable is capacity less both reservations and the hard eviction
 //! thresholds, while the `kubepods` cgroup that caps all pods together is
 //! capacity less the reservations only, so the agent can still evict a pod
-//! before the kernel has to kill one. `pid` (which the kubelet also takes)
-//! is refused: skiff sets no PID limit for pods, so reserving PIDs would
-//! mean nothing.
+//! before the kernel has to kill one. A `pid` reservation caps how many
+//! processes all pods together may run (`kubepods`' `pids.max`), as the
+//! kernel's process limit less it.
 
 use std::str::FromStr;
 
@@ -53,6 +53,8 @@ pub struct Reserved {
     pub memory: u64,
     /// Bytes of the agent's file system.
     pub ephemeral_storage: u64,
+    /// Processes.
+    pub pids: u64,
 }
 
 impl Reserved {
@@ -64,6 +66,7 @@ impl Reserved {
             ephemeral_storage: self
                 .ephemeral_storage
                 .saturating_add(other.ephemeral_storage),
+            pids: self.pids.saturating_add(other.pids),
         }
     }
 }
@@ -82,6 +85,7 @@ impl FromStr for Reserved {
                 "cpu" => &mut reserved.cpu_milli,
                 "memory" => &mut reserved.memory,
                 "ephemeral-storage" => &mut reserved.ephemeral_storage,
+                "pid" => &mut reserved.pids,
                 other => return Err(ReservedError::Resource(other.to_owned())),
             };
             let scale = if resource == "cpu" { 1000 } else { 1 };
@@ -107,6 +111,8 @@ pub struct Capacity {
     pub memory: u64,
     /// Bytes of the agent's file system.
     pub ephemeral_storage: u64,
+    /// Processes (0 when unknown).
+    pub pids: u64,
 }
 
 /// What the node keeps back from pods: its reservations and its hard
@@ -132,9 +138,9 @@ impl KeptBack {
             .nodefs_available
             .bytes_of(capacity.ephemeral_storage);
         Capacity {
-            cpu_milli: cap.cpu_milli,
             memory: cap.memory.saturating_sub(memory),
             ephemeral_storage: cap.ephemeral_storage.saturating_sub(disk),
+            ..cap
         }
     }
 
@@ -147,6 +153,7 @@ impl KeptBack {
             ephemeral_storage: capacity
                 .ephemeral_storage
                 .saturating_sub(self.reserved.ephemeral_storage),
+            pids: capacity.pids.saturating_sub(self.reserved.pids),
         }
     }
 }
@@ -157,7 +164,7 @@ mod tests {
 
     #[test]
     fn reservations_take_the_kubelets_spelling() {
-        let r: Reserved = "cpu=250m, memory=256Mi,ephemeral-storage=1Gi"
+        let r: Reserved = "cpu=250m, memory=256Mi,ephemeral-storage=1Gi,pid=1k"
             .parse()
             .unwrap();
         assert_eq!(
@@ -165,7 +172,8 @@ mod tests {
             Reserved {
                 cpu_milli: 250,
                 memory: 256 << 20,
-                ephemeral_storage: 1 << 30
+                ephemeral_storage: 1 << 30,
+                pids: 1000,
             }
         );
         assert_eq!("".parse::<Reserved>(), Ok(Reserved::default()));
@@ -179,7 +187,6 @@ mod tests {
     #[test]
     fn what_cannot_be_reserved_is_refused_in_the_kubelets_words() {
         let cases = [
-            ("pid=100", "cannot reserve \"pid\" resource"),
             (
                 "nvidia.com/gpu=1",
                 "cannot reserve \"nvidia.com/gpu\" resource",
@@ -203,7 +210,7 @@ mod tests {
     #[test]
     fn allocatable_leaves_out_the_reservations_and_the_eviction_thresholds() {
         let kept = KeptBack {
-            reserved: "cpu=500m,memory=1Gi,ephemeral-storage=10Gi"
+            reserved: "cpu=500m,memory=1Gi,ephemeral-storage=10Gi,pid=1000"
                 .parse()
                 .unwrap(),
             eviction: "memory.available<100Mi,nodefs.available<10%"
@@ -214,6 +221,7 @@ mod tests {
             cpu_milli: 2000,
             memory: 4 << 30,
             ephemeral_storage: 100 << 30,
+            pids: 32_768,
         };
         assert_eq!(
             kept.allocatable(capacity),
@@ -222,6 +230,7 @@ mod tests {
                 memory: (3 << 30) - (100 << 20),
                 // 10% of the whole disk, as the kubelet counts it.
                 ephemeral_storage: (90 << 30) - (10 << 30),
+                pids: 31_768,
             }
         );
         // The pods' cgroup is not cut by the eviction thresholds.
@@ -231,6 +240,7 @@ mod tests {
                 cpu_milli: 1500,
                 memory: 3 << 30,
                 ephemeral_storage: 90 << 30,
+                pids: 31_768,
             }
         );
         // A reservation beyond the node leaves nothing, not a wrap-around.

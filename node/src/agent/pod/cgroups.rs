@@ -1,22 +1,26 @@
 //! Pod-level cgroups, laid out as the kubelet's cgroupfs driver lays them
 //! out below the cgroup root (`--cgroup-root`, `/` by default):
 //!
-//! - `kubepods`: every pod, capped at the node's capacity (CPU shares and
-//!   memory limit), so pods together cannot take what the node's own
-//!   daemons need beyond it;
+//! - `kubepods`: every pod, capped at the node's capacity less its
+//!   reservations (CPU shares, memory limit, process count), so pods
+//!   together cannot take what the system and the node's own daemons need;
 //! - `kubepods/burstable` and `kubepods/besteffort`: those QoS classes
 //!   (BestEffort with the least CPU weight, Burstable weighted by what its
 //!   pods request); Guaranteed pods sit in `kubepods` itself;
 //! - `…/pod<uid>`: one pod, with its CPU shares, CFS quota and memory
-//!   limit as upstream derives them from its containers and overhead.
+//!   limit as upstream derives them from its containers and overhead, and
+//!   the node's per-pod process limit (`--pod-max-pids`), so one pod's fork
+//!   bomb cannot take the node's process table.
 //!
 //! The sandbox is run with the pod's cgroup as its parent, and containerd
 //! puts each container of the pod below it. Anything that fails here falls
 //! back to what the node did before: the runtime's own placement.
 //!
-//! cgroup v1 (these machines) writes `cpu.shares`, `cpu.cfs_quota_us` and
-//! `memory.limit_in_bytes`; v2 writes `cpu.weight`, `cpu.max` and
-//! `memory.max`, enabling the controllers for each level's children.
+//! cgroup v1 (these machines) writes `cpu.shares`, `cpu.cfs_quota_us`,
+//! `memory.limit_in_bytes` and `pids.max`; v2 writes `cpu.weight`,
+//! `cpu.max`, `memory.max` and `pids.max`, enabling the controllers for each
+//! level's children. A host without the pids controller gets no process
+//! limits.
 
 use std::path::{Path, PathBuf};
 
@@ -103,7 +107,7 @@ impl Hierarchy {
 }
 
 /// What a cgroup is given: CPU shares, a CFS quota per upstream's period,
-/// a memory limit in bytes.
+/// a memory limit in bytes, a process count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Limits {
     /// Relative CPU weight (`cpu.shares`).
@@ -112,6 +116,8 @@ pub(crate) struct Limits {
     pub quota_us: Option<i64>,
     /// Memory limit in bytes, if capped.
     pub memory: Option<i64>,
+    /// Most processes (`pids.max`), if capped.
+    pub pids: Option<i64>,
 }
 
 impl Limits {
@@ -138,6 +144,7 @@ impl Limits {
             shares: cpu_shares(milli(&requests, "cpu")),
             quota_us,
             memory,
+            pids: None,
         }
     }
 
@@ -147,6 +154,7 @@ impl Limits {
             shares,
             quota_us: None,
             memory: None,
+            pids: None,
         }
     }
 
@@ -175,6 +183,9 @@ impl Limits {
                     files.push(("memory", "memory.max", memory.to_string()));
                 }
             }
+        }
+        if let Some(pids) = self.pids {
+            files.push(("pids", "pids.max", pids.to_string()));
         }
         files
     }
@@ -259,13 +270,20 @@ pub(crate) struct PodCgroups {
     hierarchy: Hierarchy,
     /// `<root>/kubepods`.
     kubepods: String,
+    /// Each pod's process limit (`--pod-max-pids`), if any.
+    pod_max_pids: Option<i64>,
 }
 
 impl PodCgroups {
-    /// Lays out `kubepods` and its QoS cgroups below `root`, capped at the
-    /// node's `cpu_milli` and `memory` bytes. `None` (said in the log) where
-    /// the host has no usable cgroup hierarchy or it cannot be written.
-    pub(crate) fn start(root: &str, cpu_milli: i64, memory: i64) -> Option<Self> {
+    /// Lays out `kubepods` and its QoS cgroups below `root`, capped at what
+    /// all pods together may use (`pods`), each pod later capped at
+    /// `pod_max_pids` processes. `None` (said in the log) where the host
+    /// has no usable cgroup hierarchy or it cannot be written.
+    pub(crate) fn start(
+        root: &str,
+        pods: &crate::agent::node::reserved::Capacity,
+        pod_max_pids: Option<i64>,
+    ) -> Option<Self> {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
         let Some(hierarchy) = Hierarchy::parse(&mountinfo) else {
             tracing::info!(
@@ -277,11 +295,14 @@ impl PodCgroups {
         let cgroups = Self {
             hierarchy,
             kubepods,
+            pod_max_pids,
         };
+        let whole = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let node = Limits {
-            shares: cpu_shares(cpu_milli),
+            shares: cpu_shares(whole(pods.cpu_milli)),
             quota_us: None,
-            memory: Some(memory),
+            memory: Some(whole(pods.memory)),
+            pids: (pods.pids > 0).then(|| whole(pods.pids)),
         };
         let laid_out = cgroups
             .write(&cgroups.kubepods, &node)
@@ -319,7 +340,11 @@ impl PodCgroups {
     pub(crate) fn ensure(&self, pod: &Pod) -> Option<String> {
         let uid = pod.metadata.uid.as_deref()?;
         let dir = self.pod_dir(qos_class(pod), uid);
-        match self.write(&dir, &Limits::of_pod(pod)) {
+        let limits = Limits {
+            pids: self.pod_max_pids,
+            ..Limits::of_pod(pod)
+        };
+        match self.write(&dir, &limits) {
             Ok(()) => Some(dir),
             Err(error) => {
                 tracing::warn!(pod = ?pod.metadata.name, cgroup = %dir, %error, "pod cgroup not written; the runtime places the pod");
@@ -414,15 +439,23 @@ impl PodCgroups {
                 continue;
             };
             self.create(&dir)?;
-            std::fs::write(dir.join(file), &value).map_err(|e| {
+            let written = std::fs::write(dir.join(file), &value).map_err(|e| {
                 std::io::Error::new(e.kind(), format!("{}: {e}", dir.join(file).display()))
-            })?;
+            });
+            match written {
+                // A v2 host whose pids controller is not delegated has no
+                // pids.max: the cgroup goes without a process limit.
+                Err(error) if controller == "pids" => {
+                    tracing::debug!(%error, "no process limit for this cgroup")
+                }
+                other => other?,
+            }
         }
         Ok(())
     }
 
     /// Creates `dir`; on v2 each new level's parent first hands its
-    /// children the cpu and memory controllers.
+    /// children the cpu and memory controllers, and pids where it has it.
     fn create(&self, dir: &Path) -> std::io::Result<()> {
         if dir.is_dir() {
             return Ok(());
@@ -438,7 +471,10 @@ impl PodCgroups {
             }
             for level in missing.iter().rev() {
                 if let Some(parent) = level.parent() {
-                    std::fs::write(parent.join("cgroup.subtree_control"), "+cpu +memory")?;
+                    let control = parent.join("cgroup.subtree_control");
+                    std::fs::write(&control, "+cpu +memory")?;
+                    // Optional: a host without it gets no process limits.
+                    let _ = std::fs::write(&control, "+pids");
                 }
                 std::fs::create_dir(level)?;
             }
@@ -492,6 +528,7 @@ mod tests {
                     shares: 266,
                     quota_us: Some(26_000),
                     memory: Some(65 << 20),
+                    pids: None,
                 },
             ),
             // Burstable limiting memory in every container, CPU in none.
@@ -503,6 +540,7 @@ mod tests {
                     shares: 102,
                     quota_us: None,
                     memory: Some(64 << 20),
+                    pids: None,
                 },
             ),
             // Burstable where one container limits nothing: no caps.
@@ -514,6 +552,7 @@ mod tests {
                     shares: 1024,
                     quota_us: None,
                     memory: None,
+                    pids: None,
                 },
             ),
             (
@@ -522,6 +561,7 @@ mod tests {
                     shares: 2,
                     quota_us: None,
                     memory: None,
+                    pids: None,
                 },
             ),
         ];
@@ -536,6 +576,7 @@ mod tests {
         let cgroups = PodCgroups {
             hierarchy: Hierarchy::V1(vec![(vec!["memory".into()], mount.path().to_path_buf())]),
             kubepods: "/kubepods".into(),
+            pod_max_pids: None,
         };
         let besteffort = mount.path().join("kubepods/besteffort");
         let minutes_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(120);
@@ -559,6 +600,7 @@ mod tests {
             shares: 1024,
             quota_us: Some(50_000),
             memory: Some(1 << 20),
+            pids: Some(64),
         };
         let cases = [
             (
@@ -568,6 +610,7 @@ mod tests {
                     ("cpu", "cpu.cfs_period_us", "100000"),
                     ("cpu", "cpu.cfs_quota_us", "50000"),
                     ("memory", "memory.limit_in_bytes", "1048576"),
+                    ("pids", "pids.max", "64"),
                 ],
             ),
             (
@@ -576,6 +619,7 @@ mod tests {
                     ("cpu", "cpu.weight", "39"),
                     ("cpu", "cpu.max", "50000 100000"),
                     ("memory", "memory.max", "1048576"),
+                    ("pids", "pids.max", "64"),
                 ],
             ),
         ];
