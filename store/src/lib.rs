@@ -103,6 +103,13 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<ListResult, StoreError>;
 
+    /// Lists every key beginning with `prefix` as it was at `revision`, in
+    /// key order: a past revision whose history the store still keeps, up to
+    /// the current one (what upstream serves a list with
+    /// `resourceVersionMatch=Exact` from). [`StoreError::Compacted`] when that
+    /// history is gone; a revision the store has not reached is refused.
+    async fn list_at(&self, prefix: &str, revision: Revision) -> Result<ListResult, StoreError>;
+
     /// Creates `key`; fails with [`StoreError::AlreadyExists`] when it exists.
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue, StoreError>;
 

@@ -187,6 +187,14 @@ impl Store for EncryptedStore {
         Ok(listed)
     }
 
+    async fn list_at(&self, prefix: &str, revision: Revision) -> Result<ListResult, StoreError> {
+        let mut listed = self.raw.list_at(prefix, revision).await?;
+        for kv in &mut listed.items {
+            self.state.open(&kv.key, &mut kv.value)?;
+        }
+        Ok(listed)
+    }
+
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue, StoreError> {
         let _shared = self.state.gate.read().await;
         let sealed = Self::seal(&self.active(), key, &value)?;

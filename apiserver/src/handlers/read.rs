@@ -3,7 +3,8 @@
 //! the watch cache, with selectors and limit/continue over a snapshot). A
 //! list without resourceVersion is a consistent read, as upstream's: the
 //! cache answers once the store's watch says it is current at the store's
-//! revision, and the store answers when it cannot say so.
+//! revision, and the store answers when it cannot say so. A list at an
+//! exact past resourceVersion is read from the store's history.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::StatusCode;
 use serde_json::json;
-use skiff_store::Revision;
+use skiff_store::{Revision, StoreError};
 
 use super::{Ctx, respond};
 use super::{list_body, storage};
@@ -135,19 +136,20 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
     }
     if ctx.params.resource_version_match.as_deref() == Some("Exact") {
         // The cache holds its current state and the snapshots of recent
-        // paginated lists; an older state is answered as upstream answers
-        // one its store has compacted.
+        // paginated lists; an older state is read from the store's history,
+        // as upstream reads it from etcd's, until compaction drops it.
         cache.wait_for(rv, WAIT_FOR_REVISION).await;
-        return cache.snapshot_at(rv).ok_or_else(|| {
-            ApiError::Expired("The resourceVersion for the provided list is too old.".into())
-        });
+        if let Some(snapshot) = cache.snapshot_at(rv) {
+            return Ok(snapshot);
+        }
+        return store_snapshot(ctx, &cache, Some(rv)).await;
     }
     if cache.wait_for(rv, WAIT_FOR_REVISION).await {
         return Ok(cache.current_snapshot());
     }
     // Not there in time (a store that reports no watch progress, so a
     // version from a write elsewhere never shows here): read the store.
-    store_snapshot(ctx, &cache).await
+    store_snapshot(ctx, &cache, None).await
 }
 
 /// A snapshot at least as new as the store is now, as a list without
@@ -158,18 +160,28 @@ async fn consistent_snapshot(ctx: &Ctx, cache: &WatchCache) -> Result<Snapshot, 
     if cache.wait_current(now, WAIT_FOR_CURRENT).await {
         return Ok(cache.current_snapshot());
     }
-    store_snapshot(ctx, cache).await
+    store_snapshot(ctx, cache, None).await
 }
 
-/// A snapshot of the whole resource read from the store, retained so its
-/// continue tokens work like the cache's own.
-async fn store_snapshot(ctx: &Ctx, cache: &WatchCache) -> Result<Snapshot, ApiError> {
-    let listed = ctx
-        .inner
-        .store
-        .list(cache.prefix(), None, 0)
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))?;
+/// A snapshot of the whole resource read from the store, now or as it was
+/// `at` a past revision, retained so its continue tokens work like the
+/// cache's own.
+async fn store_snapshot(
+    ctx: &Ctx,
+    cache: &WatchCache,
+    at: Option<Revision>,
+) -> Result<Snapshot, ApiError> {
+    let store = &ctx.inner.store;
+    let listed = match at {
+        None => store.list(cache.prefix(), None, 0).await,
+        Some(revision) => store.list_at(cache.prefix(), revision).await,
+    }
+    .map_err(|e| match e {
+        StoreError::Compacted { .. } => {
+            ApiError::Expired("The resourceVersion for the provided list is too old.".into())
+        }
+        e => ApiError::Internal(e.to_string()),
+    })?;
     let mut objects = imbl::OrdMap::new();
     for kv in &listed.items {
         let object = decode_from_store(kv)

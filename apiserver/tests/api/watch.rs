@@ -3,7 +3,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use skiff_store::Store;
 
-use crate::harness::{Client, TestServer, WatchReader, refused};
+use crate::harness::{Client, TestServer, WatchReader, item_names, refused};
 
 const CMS: &str = "/api/v1/namespaces/default/configmaps";
 
@@ -335,18 +335,42 @@ async fn a_list_from_a_version_the_store_has_not_reached_is_a_504() {
     refused(s.get(&exact_ahead).await, 504, "Timeout", &too_large);
 }
 
+/// An exact list of a past state is read from the store's history, as
+/// upstream reads it from etcd's; once compaction dropped that state, it is
+/// 410 in upstream's words.
 #[tokio::test]
-async fn an_exact_list_of_a_state_no_longer_held_is_410_with_upstreams_words() {
+async fn an_exact_list_of_a_past_state_reads_history_until_it_is_compacted() {
     let s = TestServer::new().await;
-    s.configmap("default", "first", json!({})).await;
-    let then = s.store.current_revision();
+    s.configmap("default", "first", json!({"v": "1"})).await;
     s.configmap("default", "second", json!({})).await;
+    let then = s.store.current_revision();
+    s.merge_patch_ok(
+        &format!("{CMS}/first"),
+        json!({"metadata": {"labels": {"v": "2"}}}),
+    )
+    .await;
+    let patched = s.store.current_revision();
+    s.configmap("default", "third", json!({})).await;
     let now = s.store.current_revision();
     let exact = |rv| format!("{CMS}?resourceVersion={rv}&resourceVersionMatch=Exact");
     let current = s.get_ok(&exact(now)).await;
-    assert_eq!(current["items"].as_array().unwrap().len(), 2, "{current}");
+    assert_eq!(current["items"].as_array().unwrap().len(), 3, "{current}");
+    let past = s.get_ok(&exact(then)).await;
+    assert_eq!(item_names(&past), vec!["first", "second"], "{past}");
+    assert_eq!(past["items"][0]["metadata"]["labels"]["v"], "1");
+    assert_eq!(past["metadata"]["resourceVersion"], then.to_string());
+    // Paged, the past state goes on from its continue token.
+    let page = s.get_ok(&format!("{}&limit=1", exact(then))).await;
+    assert_eq!(item_names(&page), vec!["first"]);
+    let token = page["metadata"]["continue"]
+        .as_str()
+        .expect("a continue token");
+    let rest = s.get_ok(&format!("{CMS}?limit=1&continue={token}")).await;
+    assert_eq!(item_names(&rest), vec!["second"]);
+    // A state no list kept a snapshot of is gone with compaction.
+    s.store.compact(now).await.expect("compaction");
     refused(
-        s.get(&exact(then)).await,
+        s.get(&exact(patched)).await,
         410,
         "Expired",
         "The resourceVersion for the provided list is too old.",

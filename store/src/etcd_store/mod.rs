@@ -272,6 +272,41 @@ impl Store for EtcdStore {
         })
     }
 
+    async fn list_at(&self, prefix: &str, revision: Revision) -> Result<ListResult, StoreError> {
+        let inner = &self.inner;
+        let Some((start, end)) = convert::list_range(prefix, None) else {
+            return Ok(ListResult {
+                items: Vec::new(),
+                revision,
+                more: false,
+            });
+        };
+        let options = GetOptions::new()
+            .with_range(end)
+            .with_revision(i64::try_from(revision).unwrap_or(i64::MAX));
+        let mut kv = inner.kv.clone();
+        let response = match inner.raw(kv.get(start, Some(options))).await {
+            Ok(Err(e)) if convert::is_compacted(&e) => {
+                return Err(StoreError::Compacted {
+                    requested: revision,
+                    compact_revision: inner.tracker.compact(),
+                });
+            }
+            outcome => inner.answer("listing keys in etcd at a revision", outcome)?,
+        };
+        inner.tracker.saw_header(response.header());
+        let items = response
+            .kvs()
+            .iter()
+            .map(convert::key_value)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ListResult {
+            items,
+            revision,
+            more: false,
+        })
+    }
+
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue, StoreError> {
         self.inner.refuse_if_closed()?;
         writes::create(&self.inner, key, value).await

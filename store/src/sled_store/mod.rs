@@ -380,6 +380,17 @@ impl Store for SledStore {
         })?
     }
 
+    async fn list_at(&self, prefix: &str, revision: Revision) -> Result<ListResult, StoreError> {
+        let shared = self.handle.shared.clone();
+        let prefix = prefix.to_owned();
+        tokio::task::spawn_blocking(move || reader::list_at(&shared, &prefix, revision))
+            .await
+            .map_err(|e| StoreError::Backend {
+                context: "listing keys at a revision",
+                source: Box::new(e),
+            })?
+    }
+
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue, StoreError> {
         self.write(WriteOp::Create {
             key: key.to_owned(),

@@ -82,7 +82,10 @@ fn missing(shared: &Shared, revision: Revision, at: Revision) -> Result<Resolved
     ))
 }
 
-/// The key's state at revision `at`, starting from its newest index entry.
+/// The key's state at revision `at`, starting from its newest index entry
+/// and walking back through its history: past a write newer than `at` (not
+/// yet published, or a past revision asked for) to the one before it, and
+/// past a create to the deletion that ended the key's previous incarnation.
 fn resolve(
     shared: &Shared,
     key: &str,
@@ -90,11 +93,10 @@ fn resolve(
     at: Revision,
 ) -> Result<Resolved, StoreError> {
     let mut revision = entry.revision;
-    let mut deleted = entry.deleted;
+    if revision <= at && entry.deleted {
+        return Ok(Resolved::Absent);
+    }
     loop {
-        if revision <= at && deleted {
-            return Ok(Resolved::Absent);
-        }
         let Some(record) = read_record(shared, revision)? else {
             return missing(shared, revision, at);
         };
@@ -105,14 +107,16 @@ fn resolve(
             ));
         }
         if revision <= at {
-            return Ok(Resolved::Found(key_value(record, revision)));
+            return Ok(if record.deleted {
+                Resolved::Absent
+            } else {
+                Resolved::Found(key_value(record, revision))
+            });
         }
-        // Not yet published: the state before it is what readers see.
-        if record.is_create() || record.prev_revision == 0 {
+        if record.prev_revision == 0 {
             return Ok(Resolved::Absent);
         }
         revision = record.prev_revision;
-        deleted = false;
     }
 }
 
@@ -205,6 +209,51 @@ pub(crate) fn list(
         });
     }
     Err(too_many_retries(prefix))
+}
+
+/// Every key under `prefix` as it was at `revision` (see
+/// [`crate::Store::list_at`]).
+pub(crate) fn list_at(
+    shared: &Shared,
+    prefix: &str,
+    revision: Revision,
+) -> Result<ListResult, StoreError> {
+    let published = shared.published();
+    if revision > published {
+        return Err(StoreError::Backend {
+            context: "listing keys at a revision",
+            source: format!("revision {revision} is ahead of the store's {published}").into(),
+        });
+    }
+    let compacted = || StoreError::Compacted {
+        requested: revision,
+        compact_revision: shared.compact_revision(),
+    };
+    if shared.compact_revision() > revision {
+        return Err(compacted());
+    }
+    let index_prefix = codec::index_key(prefix);
+    let mut items = Vec::new();
+    for entry in shared.generation().db.scan_prefix(&index_prefix) {
+        let (raw_key, raw_entry) = entry.map_err(|e| sled_error("listing keys", e))?;
+        let key = codec::key_of_index(&raw_key)?;
+        let entry = IndexEntry::decode(&key, &raw_entry)?;
+        match resolve(shared, &key, entry, revision)? {
+            Resolved::Found(kv) => items.push(kv),
+            Resolved::Absent => {}
+            Resolved::Retry => return Err(compacted()),
+        }
+    }
+    // A compaction that passed the revision meanwhile may have dropped
+    // records this read relied on being absent or present.
+    if shared.compact_revision() > revision {
+        return Err(compacted());
+    }
+    Ok(ListResult {
+        items,
+        revision,
+        more: false,
+    })
 }
 
 /// Turns the record written at `revision` into the watch event it stands for,

@@ -189,6 +189,60 @@ pub async fn list_pages_through_a_prefix_in_key_order(store: Arc<dyn Store>) {
     assert_eq!(everything.items.len(), 26);
 }
 
+/// `(key, value)` of each item of a list, in order.
+fn pairs(list: &skiff_store::ListResult) -> Vec<(String, bytes::Bytes)> {
+    list.items
+        .iter()
+        .map(|kv| (kv.key.clone(), kv.value.clone()))
+        .collect()
+}
+
+pub async fn a_list_at_a_past_revision_shows_the_keys_as_they_were(store: Arc<dyn Store>) {
+    let a1 = store.create("p/a", v("a1")).await.unwrap();
+    store.create("p/b", v("b1")).await.unwrap();
+    store.create("q/x", v("other prefix")).await.unwrap();
+    let then = store.current_revision();
+    // Since then: an update, a delete, a key deleted and created again, and
+    // a new key.
+    store.update("p/a", v("a2"), None).await.unwrap();
+    store.delete("p/b", None).await.unwrap();
+    store.create("p/b", v("b2")).await.unwrap();
+    store.create("p/c", v("c1")).await.unwrap();
+    let deleted_b = store.delete("p/b", None).await.unwrap().mod_revision;
+
+    let past = store.list_at("p/", then).await.unwrap();
+    assert_eq!(past.revision, then);
+    assert!(!past.more);
+    assert_eq!(
+        pairs(&past),
+        vec![("p/a".into(), v("a1")), ("p/b".into(), v("b1"))]
+    );
+    assert_eq!(past.items[0], a1, "revisions as they were");
+    // Between the recreate and its delete, b is its second incarnation.
+    let mid = store.list_at("p/", deleted_b - 1).await.unwrap();
+    assert_eq!(
+        pairs(&mid),
+        vec![
+            ("p/a".into(), v("a2")),
+            ("p/b".into(), v("b2")),
+            ("p/c".into(), v("c1"))
+        ]
+    );
+    // At the current revision it is the plain list.
+    let now = store.list_at("p/", store.current_revision()).await.unwrap();
+    assert_eq!(now.items, store.list("p/", None, 0).await.unwrap().items);
+    // Once compacted past, that history is gone.
+    store.compact(then + 1).await.unwrap();
+    match store.list_at("p/", then).await {
+        Err(skiff_store::StoreError::Compacted { requested, .. }) => assert_eq!(requested, then),
+        other => panic!("a list before the compaction must fail, not {other:?}"),
+    }
+    assert_eq!(
+        pairs(&store.list_at("p/", then + 1).await.unwrap()),
+        vec![("p/a".into(), v("a2")), ("p/b".into(), v("b1"))]
+    );
+}
+
 pub async fn more_is_false_when_only_deleted_keys_remain(store: Arc<dyn Store>) {
     for k in ["p/1", "p/2", "p/3"] {
         store.create(k, v("x")).await.unwrap();

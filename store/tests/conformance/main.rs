@@ -53,6 +53,7 @@ conformance! {
     api::mod_revision_follows_writes_as_get_reports_them,
     api::list_pages_through_a_prefix_in_key_order,
     api::more_is_false_when_only_deleted_keys_remain,
+    api::a_list_at_a_past_revision_shows_the_keys_as_they_were,
     api::concurrent_writers_get_distinct_increasing_revisions_that_watch_confirms,
     api::contended_compare_and_swap_loses_no_update,
     api::writes_after_close_fail_with_closed,
