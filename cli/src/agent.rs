@@ -156,6 +156,24 @@ pub(crate) struct NodeFlags {
     #[arg(long, env = "SKIFF_POD_MAX_PIDS", default_value_t = -1, allow_negative_numbers = true)]
     pub pod_max_pids: i64,
 
+    /// A container's log file is rotated once it is larger than this (a
+    /// quantity), as the kubelet's flag.
+    #[arg(long, env = "SKIFF_CONTAINER_LOG_MAX_SIZE", default_value = "10Mi",
+          value_parser = log_max_size)]
+    pub container_log_max_size: u64,
+
+    /// The most log files a container keeps, the current one included
+    /// (older ones compressed), as the kubelet's flag.
+    #[arg(long, env = "SKIFF_CONTAINER_LOG_MAX_FILES", default_value_t = 5,
+          value_parser = clap::value_parser!(u32).range(2..))]
+    pub container_log_max_files: u32,
+
+    /// How often containers' logs are looked at for rotation (at least
+    /// 3s), as the kubelet's `containerLogMonitorInterval`.
+    #[arg(long, env = "SKIFF_CONTAINER_LOG_MONITOR_INTERVAL", default_value = "10s",
+          value_parser = log_monitor_interval)]
+    pub container_log_monitor_interval: std::time::Duration,
+
     /// nftables table (family `ip`) of the pod network's masquerade rules.
     #[arg(long, env = "SKIFF_POD_NETWORK_TABLE", default_value = agent::overlay::DEFAULT_TABLE)]
     pub pod_network_table: String,
@@ -193,6 +211,11 @@ impl NodeFlags {
         config.reserved = self.system_reserved.plus(self.kube_reserved);
         config.cgroup_root = self.cgroups_per_qos.then(|| self.cgroup_root.clone());
         config.pod_max_pids = (self.pod_max_pids > 0).then_some(self.pod_max_pids);
+        config.log_rotation = agent::pod::log_rotation::LogRotation {
+            max_size: self.container_log_max_size,
+            max_files: self.container_log_max_files as usize,
+            interval: self.container_log_monitor_interval,
+        };
         if self.image_gc_low_threshold >= self.image_gc_high_threshold {
             anyhow::bail!(
                 "--image-gc-low-threshold ({}) must be less than --image-gc-high-threshold ({})",
@@ -544,6 +567,25 @@ pub(crate) fn spawn_in_server(
             tracing::error!(%error, "node agent stopped");
         }
     });
+}
+
+/// `--container-log-max-size`: a quantity above zero.
+fn log_max_size(text: &str) -> Result<u64, String> {
+    skiff_common::quantity::parse_scaled(text, 1)
+        .and_then(|bytes| u64::try_from(bytes).ok())
+        .filter(|bytes| *bytes > 0)
+        .ok_or_else(|| format!("{text:?} is not a positive quantity such as 10Mi"))
+}
+
+/// `--container-log-monitor-interval`: at least 3s, as the kubelet checks.
+fn log_monitor_interval(text: &str) -> Result<std::time::Duration, String> {
+    let interval = go_duration(text)?;
+    if interval < std::time::Duration::from_secs(3) {
+        return Err(format!(
+            "{text:?} is too short: the interval must be at least 3s"
+        ));
+    }
+    Ok(interval)
 }
 
 /// A Go duration (`2m`, `1m30s`, `0s`).

@@ -206,6 +206,34 @@ mod tests {
     }
 
     #[test]
+    fn container_log_rotation_takes_the_kubelet_flags_and_their_bounds() {
+        let default = server_node_config(&[]).expect("defaults");
+        assert_eq!(default.log_rotation, Default::default());
+        let set = server_node_config(&[
+            "--container-log-max-size",
+            "1Mi",
+            "--container-log-max-files",
+            "3",
+            "--container-log-monitor-interval",
+            "5s",
+        ])
+        .expect("rotation flags");
+        assert_eq!(
+            (set.log_rotation.max_size, set.log_rotation.max_files),
+            (1 << 20, 3)
+        );
+        assert_eq!(set.log_rotation.interval, std::time::Duration::from_secs(5));
+        for refused in [
+            ["--container-log-max-files", "1"],
+            ["--container-log-max-size", "0"],
+            ["--container-log-monitor-interval", "1s"],
+        ] {
+            let args = ["skiff", "agent"].into_iter().chain(refused);
+            assert!(Cli::try_parse_from(args).is_err(), "{refused:?}");
+        }
+    }
+
+    #[test]
     fn image_gc_flags_are_the_kubelets_and_low_stays_below_high() {
         let config = server_node_config(&[
             "--image-gc-high-threshold",

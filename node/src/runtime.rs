@@ -167,6 +167,9 @@ pub trait Runtime: Send + Sync + 'static {
     -> Result<(), RuntimeError>;
     /// Removes a container.
     async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError>;
+    /// Makes the runtime reopen a running container's log at its path, once
+    /// the agent has rotated the old file away.
+    async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError>;
     /// State, exit code, timestamps, log path of one container.
     async fn container_status(
         &self,

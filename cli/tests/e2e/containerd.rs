@@ -97,8 +97,8 @@ pub(super) fn run_cidr(second: u8) -> String {
 /// Runs `scenario` against a fresh `skiff server` whose node agent, named
 /// `node`, has its own bridge and pod CIDR (also given as the cluster CIDR,
 /// so node IPAM hands out exactly that range and concurrent servers cannot
-/// collide) and its pods their own cgroup tree; afterwards deletes its
-/// workloads through the API, stops it and cleans the host, and prints the
+/// collide); afterwards deletes its workloads through the API, stops it and
+/// cleans the host (its pods' cgroups go with the `Server`), and prints the
 /// server log if the scenario panicked.
 pub(super) fn run_with_node(
     bridge_prefix: &str,
@@ -109,11 +109,7 @@ pub(super) fn run_with_node(
 ) {
     assert_root();
     let bridge = format!("{bridge_prefix}{}", std::process::id() % 100_000);
-    // Pod cgroups of its own, removed with the rest afterwards.
-    let cgroup_root = format!("/{bridge}");
     let mut args = vec![
-        "--cgroup-root",
-        &cgroup_root,
         "--cni-bridge",
         &bridge,
         "--pod-cidr",
@@ -142,7 +138,6 @@ pub(super) fn run_with_node(
     ]);
     server.terminate();
     cleanup_host(&base, &bridge);
-    skiff_testkit::host::remove_cgroup_tree(&cgroup_root);
     if let Err(panic) = result {
         eprintln!("server log:\n{}", server.log());
         std::panic::resume_unwind(panic);

@@ -93,6 +93,8 @@ impl Server {
                 format!("skiff-e2e-net-{}", self.port),
             )
             .env("SKIFF_FLANNEL_BACKEND", "none")
+            // Pod cgroups of its own, removed when the server is dropped.
+            .env("SKIFF_CGROUP_ROOT", self.cgroup_root())
             .env("SKIFF_INGRESS_HTTP_PORT", self.ingress_ports.0.to_string())
             .env("SKIFF_INGRESS_HTTPS_PORT", self.ingress_ports.1.to_string());
         self.child = Some(spawn_logged(&mut command, &self.log_path()));
@@ -209,6 +211,11 @@ impl Server {
         }
     }
 
+    /// The cgroup root of this server's pods (`--cgroup-root`).
+    fn cgroup_root(&self) -> String {
+        format!("/skiff-e2e-{}", self.port)
+    }
+
     /// Starts the server again on the same data directory and port.
     pub fn restart(&mut self) {
         assert!(self.child.is_none(), "stop the server before restarting it");
@@ -236,6 +243,7 @@ impl Drop for Server {
             .args(["delete", "table", "inet", &table])
             .stderr(Stdio::null())
             .status();
+        skiff_testkit::host::remove_cgroup_tree(&self.cgroup_root());
     }
 }
 

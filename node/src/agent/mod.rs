@@ -106,6 +106,8 @@ pub struct AgentConfig {
     /// Each pod's process limit (`--pod-max-pids`); `None` leaves pods
     /// unlimited but for the node's.
     pub pod_max_pids: Option<i64>,
+    /// When containers' logs are rotated (`--container-log-max-size`, …).
+    pub log_rotation: pod::log_rotation::LogRotation,
 }
 
 impl AgentConfig {
@@ -135,6 +137,7 @@ impl AgentConfig {
             image_gc: Default::default(),
             cgroup_root: Some("/".into()),
             pod_max_pids: None,
+            log_rotation: Default::default(),
         }
     }
 
@@ -460,6 +463,11 @@ async fn run_with_runtime(
     };
     tasks.spawn(evictions.run(ctx.clone(), stop.clone()));
     tasks.spawn(pod::cgroups::keep_swept(ctx.clone(), stop.clone()));
+    tasks.spawn(pod::log_rotation::keep_rotated(
+        runtime.clone(),
+        config.log_rotation,
+        stop.clone(),
+    ));
     tasks.spawn(pod_workers::run(
         ctx,
         pods.cache().clone(),

@@ -263,6 +263,17 @@ impl Runtime for CriRuntime {
         Ok(())
     }
 
+    /// `ReopenContainerLog`.
+    async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError> {
+        let d = self.timeouts.default;
+        let mut c = self.runtime.clone();
+        let message = api::ReopenContainerLogRequest {
+            container_id: container_id.to_string(),
+        };
+        Self::call("ReopenContainerLog", d, c.reopen_container_log(message)).await?;
+        Ok(())
+    }
+
     /// `ContainerStatus`.
     async fn container_status(
         &self,

@@ -9,6 +9,7 @@ mod cgroups;
 mod container_events;
 mod eviction;
 mod harness;
+mod log_rotation;
 mod node_events;
 mod oom_score;
 mod pods;

@@ -20,7 +20,7 @@ use crate::harness::{TestCluster, phase};
 const LONG: Duration = Duration::from_secs(60);
 
 /// Where the node server is, and who calls it.
-struct NodeServer {
+pub(crate) struct NodeServer {
     address: String,
     port: u16,
     ca_pem: String,
@@ -67,7 +67,7 @@ impl NodeServer {
 }
 
 /// One HTTP/1.1 GET; returns status and body (read to the end).
-async fn get(node: &NodeServer, path: &str, authenticated: bool) -> (u16, String) {
+pub(crate) async fn get(node: &NodeServer, path: &str, authenticated: bool) -> (u16, String) {
     let mut tcp = node.connect(authenticated).await;
     let request = format!("GET {path} HTTP/1.1\r\nHost: node\r\nConnection: close\r\n\r\n");
     tcp.write_all(request.as_bytes()).await.expect("write");
@@ -219,9 +219,9 @@ async fn read_frame(tcp: &mut (impl AsyncRead + Unpin)) -> Option<(u8, Vec<u8>)>
     Some((opcode, payload))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn node_server_serves_logs_and_exec_on_real_containerd() {
-    let cluster = TestCluster::start(3).await;
+/// The node server of `cluster`'s node, as its Node publishes it, called
+/// with the API server's client certificate.
+pub(crate) async fn node_server(cluster: &TestCluster) -> NodeServer {
     let node = Api::<Node>::all(cluster.client.clone())
         .get(&cluster.config.node_name)
         .await
@@ -242,7 +242,7 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
         .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
         .map(|a| a.address.clone())
         .expect("InternalIP published");
-    let node = NodeServer {
+    NodeServer {
         address,
         port,
         ca_pem: cluster.certs.ca_cert_pem.clone(),
@@ -250,7 +250,13 @@ async fn node_server_serves_logs_and_exec_on_real_containerd() {
             cluster.certs.kubelet_client_cert_pem.clone(),
             cluster.certs.kubelet_client_key_pem.clone(),
         ),
-    };
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn node_server_serves_logs_and_exec_on_real_containerd() {
+    let cluster = TestCluster::start(3).await;
+    let node = node_server(&cluster).await;
 
     // A pod that ticks and exits, and one that keeps running.
     cluster

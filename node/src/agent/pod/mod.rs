@@ -30,6 +30,7 @@ pub(crate) mod hooks;
 pub(crate) mod hosts_file;
 pub(crate) mod images;
 pub mod labels;
+pub mod log_rotation;
 pub mod logs;
 pub(crate) mod pleg;
 pub(crate) mod pod_workers;

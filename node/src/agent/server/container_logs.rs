@@ -121,9 +121,15 @@ pub(crate) async fn serve(
     }
     let complete = logs::complete_prefix(&raw);
     let first = logs::render(&raw[..complete], &options);
+    let file = match std::fs::File::open(&path) {
+        Ok(file) => file,
+        Err(source) => return LogError::Io { path, source }.into_response(),
+    };
     let follower = Follower {
         state,
         path,
+        file,
+        next: None,
         offset: complete as u64,
         remaining: options.limit_bytes.map(|l| l.saturating_sub(first.len())),
         options: LogOptions {
@@ -143,6 +149,11 @@ pub(crate) async fn serve(
 struct Follower {
     state: NodeState,
     path: PathBuf,
+    /// The file being read: the one at `path` until the log is rotated,
+    /// then drained to its end before the new file at `path` is opened.
+    file: std::fs::File,
+    /// The new file once the log was seen rotated.
+    next: Option<std::fs::File>,
     offset: u64,
     remaining: Option<usize>,
     options: LogOptions,
@@ -158,7 +169,7 @@ impl Follower {
             if self.remaining == Some(0) {
                 return None;
             }
-            let fresh = match read_from(&self.path, self.offset) {
+            let fresh = match read_from(&mut self.file, self.offset) {
                 Ok(b) => b,
                 Err(e) => return Some((Err(e), self)),
             };
@@ -175,11 +186,35 @@ impl Follower {
                 }
                 continue;
             }
+            // Drained: if the log was rotated, read the old file once more
+            // (what the runtime wrote before it reopened the log), then go
+            // on in the new one.
+            if let Some(new) = self.next.take() {
+                self.file = new;
+                self.offset = 0;
+                continue;
+            }
+            if let Some(new) = self.rotated() {
+                self.next = Some(new);
+                continue;
+            }
             if !self.still_writing().await {
                 return None;
             }
             tokio::time::sleep(FOLLOW_POLL).await;
         }
+    }
+
+    /// The new file at the log's path, when the one being read was renamed
+    /// away (the agent rotated the log).
+    fn rotated(&self) -> Option<std::fs::File> {
+        use std::os::unix::fs::MetadataExt;
+        let reading = self.file.metadata().ok()?;
+        let at_path = std::fs::metadata(&self.path).ok()?;
+        if (reading.dev(), reading.ino()) == (at_path.dev(), at_path.ino()) {
+            return None;
+        }
+        std::fs::File::open(&self.path).ok()
     }
 
     /// Whether the container instance writing this file still runs.
@@ -208,8 +243,7 @@ fn writes(container: &cri_api::Container, path: &std::path::Path) -> bool {
         .is_some_and(|n| n == format!("{run}.log"))
 }
 
-fn read_from(path: &std::path::Path, offset: u64) -> Result<Vec<u8>, std::io::Error> {
-    let mut file = std::fs::File::open(path)?;
+fn read_from(file: &mut std::fs::File, offset: u64) -> Result<Vec<u8>, std::io::Error> {
     file.seek(SeekFrom::Start(offset))?;
     let mut out = Vec::new();
     file.read_to_end(&mut out)?;
