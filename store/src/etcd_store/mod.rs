@@ -155,6 +155,12 @@ impl Inner {
         }
     }
 
+    /// The keys a range read found, its header noted.
+    fn listed(&self, response: &GetResponse) -> Result<Vec<KeyValue>, StoreError> {
+        self.tracker.saw_header(response.header());
+        response.kvs().iter().map(convert::key_value).collect()
+    }
+
     /// A transaction within the request timeout, tried again only when it
     /// provably never reached etcd (the connection could not be made): a
     /// write is not repeated when it may have happened.
@@ -256,12 +262,7 @@ impl Store for EtcdStore {
         }
         // One range read: the page and `more` are one snapshot of etcd.
         let response = inner.range("listing keys in etcd", &start, options).await?;
-        inner.tracker.saw_header(response.header());
-        let items = response
-            .kvs()
-            .iter()
-            .map(convert::key_value)
-            .collect::<Result<Vec<_>, _>>()?;
+        let items = inner.listed(&response)?;
         let revision = response
             .header()
             .map_or(inner.tracker.current(), |h| convert::revision(h.revision()));
@@ -294,12 +295,7 @@ impl Store for EtcdStore {
             }
             outcome => inner.answer("listing keys in etcd at a revision", outcome)?,
         };
-        inner.tracker.saw_header(response.header());
-        let items = response
-            .kvs()
-            .iter()
-            .map(convert::key_value)
-            .collect::<Result<Vec<_>, _>>()?;
+        let items = inner.listed(&response)?;
         Ok(ListResult {
             items,
             revision,
