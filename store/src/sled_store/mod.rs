@@ -179,6 +179,24 @@ fn spawn_error(err: std::io::Error) -> StoreError {
 }
 
 impl SledStore {
+    /// Runs a long read of the keys under `prefix` on a blocking thread, so
+    /// a big list does not hold up the async workers.
+    async fn read_off_thread<T: Send + 'static>(
+        &self,
+        context: &'static str,
+        prefix: &str,
+        read: impl FnOnce(&Shared, &str) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let shared = self.handle.shared.clone();
+        let prefix = prefix.to_owned();
+        tokio::task::spawn_blocking(move || read(&shared, &prefix))
+            .await
+            .map_err(|e| StoreError::Backend {
+                context,
+                source: Box::new(e),
+            })?
+    }
+
     /// Opens (creating if needed) the store in `config.path`, recovering the
     /// revision, history and any compaction that was interrupted.
     ///
@@ -367,28 +385,18 @@ impl Store for SledStore {
         start_after: Option<&str>,
         limit: usize,
     ) -> Result<ListResult, StoreError> {
-        let shared = self.handle.shared.clone();
-        let prefix = prefix.to_owned();
         let start_after = start_after.map(str::to_owned);
-        tokio::task::spawn_blocking(move || {
-            reader::list(&shared, &prefix, start_after.as_deref(), limit)
+        self.read_off_thread("listing keys", prefix, move |shared, prefix| {
+            reader::list(shared, prefix, start_after.as_deref(), limit)
         })
         .await
-        .map_err(|e| StoreError::Backend {
-            context: "listing keys",
-            source: Box::new(e),
-        })?
     }
 
     async fn list_at(&self, prefix: &str, revision: Revision) -> Result<ListResult, StoreError> {
-        let shared = self.handle.shared.clone();
-        let prefix = prefix.to_owned();
-        tokio::task::spawn_blocking(move || reader::list_at(&shared, &prefix, revision))
-            .await
-            .map_err(|e| StoreError::Backend {
-                context: "listing keys at a revision",
-                source: Box::new(e),
-            })?
+        self.read_off_thread("listing keys at a revision", prefix, move |shared, prefix| {
+            reader::list_at(shared, prefix, revision)
+        })
+        .await
     }
 
     async fn create(&self, key: &str, value: Bytes) -> Result<KeyValue, StoreError> {
