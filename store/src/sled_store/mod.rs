@@ -393,9 +393,11 @@ impl Store for SledStore {
     }
 
     async fn list_at(&self, prefix: &str, revision: Revision) -> Result<ListResult, StoreError> {
-        self.read_off_thread("listing keys at a revision", prefix, move |shared, prefix| {
-            reader::list_at(shared, prefix, revision)
-        })
+        self.read_off_thread(
+            "listing keys at a revision",
+            prefix,
+            move |shared, prefix| reader::list_at(shared, prefix, revision),
+        )
         .await
     }
 
