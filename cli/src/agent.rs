@@ -156,6 +156,12 @@ pub(crate) struct NodeFlags {
     #[arg(long, env = "SKIFF_POD_MAX_PIDS", default_value_t = -1, allow_negative_numbers = true)]
     pub pod_max_pids: i64,
 
+    /// How many pods this node takes (its `pods` capacity), as the
+    /// kubelet's flag.
+    #[arg(long, env = "SKIFF_MAX_PODS", default_value_t = 110,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_pods: u32,
+
     /// A container's log file is rotated once it is larger than this (a
     /// quantity), as the kubelet's flag.
     #[arg(long, env = "SKIFF_CONTAINER_LOG_MAX_SIZE", default_value = "10Mi",
@@ -211,6 +217,7 @@ impl NodeFlags {
         config.reserved = self.system_reserved.plus(self.kube_reserved);
         config.cgroup_root = self.cgroups_per_qos.then(|| self.cgroup_root.clone());
         config.pod_max_pids = (self.pod_max_pids > 0).then_some(self.pod_max_pids);
+        config.max_pods = self.max_pods;
         config.log_rotation = agent::pod::log_rotation::LogRotation {
             max_size: self.container_log_max_size,
             max_files: self.container_log_max_files as usize,

@@ -144,6 +144,10 @@ mod tests {
         let off = server_node_config(&["--cgroups-per-qos=false"]).expect("off");
         assert_eq!(off.cgroup_root, None);
         assert_eq!(default.pod_max_pids, None);
+        assert_eq!(default.max_pods, 110);
+        let few = server_node_config(&["--max-pods", "8"]).expect("max pods");
+        assert_eq!(few.max_pods, 8);
+        assert!(server_node_config(&["--max-pods", "0"]).is_err());
         let capped = server_node_config(&["--pod-max-pids", "128"]).expect("a cap");
         assert_eq!(capped.pod_max_pids, Some(128));
         let unlimited = server_node_config(&["--pod-max-pids", "-1"]).expect("unlimited");

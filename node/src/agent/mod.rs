@@ -108,6 +108,8 @@ pub struct AgentConfig {
     pub pod_max_pids: Option<i64>,
     /// When containers' logs are rotated (`--container-log-max-size`, …).
     pub log_rotation: pod::log_rotation::LogRotation,
+    /// How many pods the node takes (`--max-pods`).
+    pub max_pods: u32,
 }
 
 impl AgentConfig {
@@ -138,6 +140,7 @@ impl AgentConfig {
             cgroup_root: Some("/".into()),
             pod_max_pids: None,
             log_rotation: Default::default(),
+            max_pods: node::host::DEFAULT_MAX_PODS,
         }
     }
 
@@ -261,6 +264,7 @@ async fn run_with_runtime(
     let runtime: Arc<dyn Runtime> = Arc::new(node_runtime.cri());
     let agent_dir = config.agent_dir().to_path_buf();
     let mut facts = host::read(&agent_dir);
+    facts.max_pods = config.max_pods;
     if let Some(ip) = config.node_ip {
         facts.internal_ip = ip.to_string();
     }
@@ -376,6 +380,7 @@ async fn run_with_runtime(
         cpu: offered.cpu_milli as f64 / 1000.0,
         memory: offered.memory as f64,
         ephemeral_storage: offered.ephemeral_storage as f64,
+        pods: facts.max_pods,
     };
     let pods = factory
         .informer_with::<Pod>(WatchConfig::default().fields(&format!("spec.nodeName={node_name}")));

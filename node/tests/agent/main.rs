@@ -10,6 +10,7 @@ mod container_events;
 mod eviction;
 mod harness;
 mod log_rotation;
+mod max_pods;
 mod node_events;
 mod oom_score;
 mod pods;

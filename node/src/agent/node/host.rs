@@ -9,8 +9,9 @@ use std::path::Path;
 
 use super::eviction::EvictionHard;
 
-/// Pods per node.
-pub const MAX_PODS: u32 = 110;
+/// Pods per node unless `--max-pods` says otherwise (the kubelet's
+/// default).
+pub const DEFAULT_MAX_PODS: u32 = 110;
 
 /// What the Node reports about the machine.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +26,8 @@ pub struct HostFacts {
     pub memory: u64,
     /// Size of the agent's file system in bytes.
     pub disk: u64,
+    /// How many pods the node takes (`--max-pods`): its `pods` capacity.
+    pub max_pods: u32,
     /// How many processes the kernel allows (the lesser of `pid_max` and
     /// `threads-max`); 0 when unknown.
     pub max_pids: u64,
@@ -72,6 +75,7 @@ pub fn read(agent_dir: &Path) -> HostFacts {
         cpus: cpus(),
         memory: memory(),
         disk: disk_size(agent_dir).0,
+        max_pods: DEFAULT_MAX_PODS,
         max_pids: ["/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"]
             .iter()
             .filter_map(|p| read(p).parse::<u64>().ok())

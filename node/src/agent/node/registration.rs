@@ -87,7 +87,7 @@ pub fn node_status(
     let capacity: BTreeMap<String, Quantity> = [
         ("cpu", facts.cpus.to_string()),
         ("memory", format!("{}Ki", facts.memory / 1024)),
-        ("pods", host::MAX_PODS.to_string()),
+        ("pods", facts.max_pods.to_string()),
         ("ephemeral-storage", format!("{}Ki", facts.disk / 1024)),
     ]
     .into_iter()
@@ -517,6 +517,7 @@ mod tests {
             cpus: 2,
             memory: 4 << 30,
             disk: 100 << 30,
+            max_pods: 110,
             max_pids: 4_194_304,
             os_image: "Debian".into(),
             kernel: "6.1".into(),

@@ -19,7 +19,7 @@ use skiff_common::quota::pods::pod_requests;
 
 use super::context::AgentContext;
 use super::{apparmor, sysctls};
-use crate::agent::node::host::{MAX_PODS, Pressure};
+use crate::agent::node::host::Pressure;
 
 /// Why a pod was not admitted: upstream's reason (`SysctlForbidden`,
 /// `OutOfcpu`, …) and message.
@@ -54,7 +54,7 @@ pub(crate) fn admit(
             "ephemeral-storage",
             ctx.allocatable.ephemeral_storage as i64,
         ),
-        ("pods", i64::from(MAX_PODS)),
+        ("pods", i64::from(ctx.allocatable.pods)),
     ];
     let taken: Vec<&Pod> = on_node
         .iter()

@@ -32,6 +32,8 @@ pub(crate) struct NodeAllocatable {
     pub memory: f64,
     /// Ephemeral storage in bytes.
     pub ephemeral_storage: f64,
+    /// Pods.
+    pub pods: u32,
 }
 
 /// The value of a pod field such as `metadata.name` or
@@ -162,6 +164,7 @@ mod tests {
             cpu: 4.0,
             memory: 8.0 * 1024.0 * 1024.0 * 1024.0,
             ephemeral_storage: 1e10,
+            pods: 110,
         };
         let sel = |resource: &str, divisor: Option<&str>| ResourceFieldSelector {
             resource: resource.to_string(),

@@ -16,6 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use tracing::Instrument;
+
 use crate::runtime::{Runtime, cri_api};
 
 /// When and how far container logs are rotated.
@@ -86,7 +88,7 @@ pub(crate) async fn keep_rotated(
     }
 }
 
-/// Rotates `log` of `container_id` when it is larger than the limit.
+/// Rotates `log` of `container_id` once it has reached the limit.
 async fn rotate_if_grown(
     runtime: &dyn Runtime,
     container_id: &str,
@@ -97,30 +99,32 @@ async fn rotate_if_grown(
         Ok(meta) => meta.len(),
         Err(_) => return,
     };
-    if size <= policy.max_size {
+    if size < policy.max_size {
         return;
     }
     let span = tracing::info_span!("log_rotation", container = %container_id, log = %log.display());
-    let _entered = span.enter();
-    let rotated = rotated_files(log);
-    // Room for the one this rotation adds: with the current file, at most
-    // `max_files` in all.
-    let keep = policy.max_files.saturating_sub(2);
-    let excess = rotated.len().saturating_sub(keep);
-    for old in &rotated[..excess] {
-        if let Err(error) = std::fs::remove_file(old) {
-            tracing::warn!(file = %old.display(), %error, "removing an old rotated log");
-        }
-    }
-    // The newest rotated file stays plain: the runtime may still have been
-    // writing to it when it was reopened.
-    let kept = &rotated[excess..];
-    if let Some((_, older)) = kept.split_last() {
-        for file in older.iter().filter(|f| !has_suffix(f, GZ_SUFFIX)) {
-            if let Err(error) = compress(file) {
-                tracing::warn!(file = %file.display(), %error, "compressing a rotated log");
-            }
-        }
+    rotate(runtime, container_id, log, size, policy.max_files)
+        .instrument(span)
+        .await;
+}
+
+/// Renames `log` aside (after making room) and has the runtime reopen it.
+async fn rotate(
+    runtime: &dyn Runtime,
+    container_id: &str,
+    log: &Path,
+    size: u64,
+    max_files: usize,
+) {
+    // Removing and compressing files is disk work: off the async workers.
+    let owned = log.to_path_buf();
+    let span = tracing::Span::current();
+    let pruned = tokio::task::spawn_blocking(move || {
+        span.in_scope(|| prune_and_compress(&owned, max_files))
+    })
+    .await;
+    if let Err(error) = pruned {
+        tracing::warn!(%error, "pruning rotated logs");
     }
     let stamp = k8s_openapi::jiff::Timestamp::now().strftime("%Y%m%d-%H%M%S");
     let aside = rotated_name(log, &stamp.to_string());
@@ -137,6 +141,32 @@ async fn rotate_if_grown(
         return;
     }
     tracing::info!(size, rotated = %aside.display(), "container log rotated");
+}
+
+/// Makes room for the rotation about to happen: removes the oldest rotated
+/// files of `log` beyond what `max_files` leaves for them, and compresses
+/// the others but the newest.
+fn prune_and_compress(log: &Path, max_files: usize) {
+    let rotated = rotated_files(log);
+    // Room for the one this rotation adds: with the current file, at most
+    // `max_files` in all.
+    let keep = max_files.saturating_sub(2);
+    let excess = rotated.len().saturating_sub(keep);
+    for old in &rotated[..excess] {
+        if let Err(error) = std::fs::remove_file(old) {
+            tracing::warn!(file = %old.display(), %error, "removing an old rotated log");
+        }
+    }
+    // The newest rotated file stays plain: the runtime may still have been
+    // writing to it when it was reopened.
+    let kept = &rotated[excess..];
+    if let Some((_, older)) = kept.split_last() {
+        for file in older.iter().filter(|f| !has_suffix(f, GZ_SUFFIX)) {
+            if let Err(error) = compress(file) {
+                tracing::warn!(file = %file.display(), %error, "compressing a rotated log");
+            }
+        }
+    }
 }
 
 /// Whether `file`'s name ends with `suffix`.
