@@ -162,7 +162,7 @@ pub(crate) struct NodeFlags {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_pods: u32,
 
-    /// A container's log file is rotated once it is larger than this (a
+    /// A container's log file is rotated once it reaches this size (a
     /// quantity), as the kubelet's flag.
     #[arg(long, env = "SKIFF_CONTAINER_LOG_MAX_SIZE", default_value = "10Mi",
           value_parser = log_max_size)]

@@ -1,5 +1,5 @@
 //! Container log rotation, as the kubelet's container log manager does it:
-//! a running container's log file that has grown past the size limit
+//! a running container's log file that has reached the size limit
 //! (`--container-log-max-size`, 10 MiB) is renamed aside with a timestamp
 //! and the runtime is asked to reopen the log at its path
 //! (`ReopenContainerLog`), so it goes on in a new file. Rotated files but
@@ -23,7 +23,7 @@ use crate::runtime::{Runtime, cri_api};
 /// When and how far container logs are rotated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LogRotation {
-    /// A log file larger than this (bytes) is rotated.
+    /// A log file this large (bytes) or larger is rotated.
     pub max_size: u64,
     /// The most files one container's log may take, the current one
     /// included (at least 2).
@@ -48,8 +48,8 @@ const TMP_SUFFIX: &str = ".tmp";
 /// The suffix of a compressed rotated file.
 const GZ_SUFFIX: &str = ".gz";
 
-/// Looks at every running container's log each interval and rotates those
-/// grown past the limit, until `stop` is raised.
+/// Looks at every running container's log each interval and rotates those that
+/// reached the limit, until `stop` is raised.
 pub(crate) async fn keep_rotated(
     runtime: Arc<dyn Runtime>,
     policy: LogRotation,
