@@ -173,6 +173,29 @@ async fn a_watch_resumed_past_the_caches_history_reads_plaintext_from_the_store(
     assert_eq!(seen, ["ADDED s1", "ADDED s2", "ADDED s3", "DELETED s0"]);
 }
 
+/// A list at an exact past resourceVersion reads the store's history,
+/// which holds ciphertext only: clients still get plaintext.
+#[tokio::test]
+async fn an_exact_list_of_a_past_state_reads_plaintext_from_the_stores_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::with_config(encrypting_file(dir.path(), &["secrets"])).await;
+    let secrets = "/api/v1/namespaces/default/secrets";
+    server.created(secrets, secret("old", VALUE)).await;
+    let then = server.store.current_revision();
+    let (code, body) = server.delete(&format!("{secrets}/old")).await;
+    assert!(code.is_success(), "{body}");
+    server.created(secrets, secret("new", "other")).await;
+    let past = server
+        .get_ok(&format!(
+            "{secrets}?resourceVersion={then}&resourceVersionMatch=Exact"
+        ))
+        .await;
+    let items = past["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{past}");
+    assert_eq!(items[0]["metadata"]["name"], "old");
+    assert_eq!(items[0]["data"]["password"], b64(VALUE));
+}
+
 #[tokio::test]
 async fn any_resource_the_configuration_names_is_encrypted() {
     let dir = tempfile::tempdir().unwrap();
