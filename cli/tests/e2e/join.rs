@@ -40,6 +40,17 @@ impl Drop for Agent {
             self.stop();
         }
         cleanup_host(self.dir.path(), &self.bridge);
+        // What spawn_agent named after the bridge.
+        skiff_testkit::host::remove_cgroup_tree(&format!("/{}", self.bridge));
+        for (family, table) in [
+            ("ip", format!("{}-net", self.bridge)),
+            ("inet", self.bridge.clone()),
+        ] {
+            let _ = std::process::Command::new("nft")
+                .args(["delete", "table", family, &table])
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
     }
 }
 
@@ -69,11 +80,22 @@ fn spawn_agent(
     pod_cidr: &str,
 ) -> Child {
     let kubelet_port = free_port().to_string();
+    // Pod cgroups, pod-network and policy tables of its own, which the
+    // Agent's drop removes.
+    let (cgroup_root, net_table) = (format!("/{bridge}"), format!("{bridge}-net"));
     spawn_joined_agent(
         server,
         dir,
         token,
         &[
+            "--cgroup-root",
+            &cgroup_root,
+            "--pod-network-table",
+            &net_table,
+            "--netpol-table",
+            bridge,
+            "--flannel-backend",
+            "none",
             "--node-name",
             node,
             "--cni-bridge",
