@@ -303,10 +303,7 @@ async fn main() -> Result<(), Error> {
         .await;
     }
     stop_node_server(&mut server, dir.path(), &bridge, result.is_err());
-    let _ = Command::new("nft")
-        .args(["delete", "table", "ip", &table])
-        .stderr(Stdio::null())
-        .status();
+    skiff_testkit::host::delete_nft_table("ip", &table);
     result
 }
 

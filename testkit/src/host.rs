@@ -131,6 +131,15 @@ pub fn remove_cgroup_tree(root: &str) {
     }
 }
 
+/// Deletes nftables table `name` of `family` (`ip`, `inet`) if it is there:
+/// a node's service, policy and pod-network rules outlive its process.
+pub fn delete_nft_table(family: &str, name: &str) {
+    let _ = std::process::Command::new("nft")
+        .args(["delete", "table", family, name])
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
 /// Kills what is left running from `base`, unmounts under it, and deletes
 /// the test's bridge.
 pub fn cleanup_host(base: &Path, bridge: &str) {

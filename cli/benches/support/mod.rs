@@ -109,10 +109,7 @@ pub fn stop_node_server(
     skiff_testkit::host::remove_cgroup_tree(&format!("/{bridge}"));
     let net = format!("{bridge}-net");
     for (family, table) in [("ip", bridge), ("ip", net.as_str()), ("inet", bridge)] {
-        let _ = std::process::Command::new("nft")
-            .args(["delete", "table", family, table])
-            .stderr(std::process::Stdio::null())
-            .status();
+        skiff_testkit::host::delete_nft_table(family, table);
     }
     if failed {
         eprintln!(

@@ -42,15 +42,8 @@ impl Drop for Agent {
         cleanup_host(self.dir.path(), &self.bridge);
         // What spawn_agent named after the bridge.
         skiff_testkit::host::remove_cgroup_tree(&format!("/{}", self.bridge));
-        for (family, table) in [
-            ("ip", format!("{}-net", self.bridge)),
-            ("inet", self.bridge.clone()),
-        ] {
-            let _ = std::process::Command::new("nft")
-                .args(["delete", "table", family, &table])
-                .stderr(std::process::Stdio::null())
-                .status();
-        }
+        skiff_testkit::host::delete_nft_table("ip", &format!("{}-net", self.bridge));
+        skiff_testkit::host::delete_nft_table("inet", &self.bridge);
     }
 }
 

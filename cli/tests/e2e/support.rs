@@ -228,21 +228,14 @@ impl Drop for Server {
         self.kill();
         // A killed server leaves its service rules; they would still match
         // cluster IPs that later servers hand out again.
-        for table in [
-            format!("skiff-e2e-{}", self.port),
-            format!("skiff-e2e-net-{}", self.port),
-        ] {
-            let _ = Command::new("nft")
-                .args(["delete", "table", "ip", &table])
-                .stderr(Stdio::null())
-                .status();
-        }
         // Policy rules stay after a stop by design; a test's must not.
-        let table = format!("skiff-e2e-np-{}", self.port);
-        let _ = Command::new("nft")
-            .args(["delete", "table", "inet", &table])
-            .stderr(Stdio::null())
-            .status();
+        for (family, table) in [
+            ("ip", "skiff-e2e"),
+            ("ip", "skiff-e2e-net"),
+            ("inet", "skiff-e2e-np"),
+        ] {
+            skiff_testkit::host::delete_nft_table(family, &format!("{table}-{}", self.port));
+        }
         skiff_testkit::host::remove_cgroup_tree(&self.cgroup_root());
     }
 }

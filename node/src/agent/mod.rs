@@ -374,8 +374,9 @@ async fn run_with_runtime(
         }
     }
 
-    let offered = config.kept_back().allocatable(facts.capacity());
-    let pods_cap = config.kept_back().cgroup_limits(facts.capacity());
+    let (kept_back, capacity) = (config.kept_back(), facts.capacity());
+    let offered = kept_back.allocatable(capacity);
+    let pods_cap = kept_back.cgroup_limits(capacity);
     let allocatable = NodeAllocatable {
         cpu: offered.cpu_milli as f64 / 1000.0,
         memory: offered.memory as f64,

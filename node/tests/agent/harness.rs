@@ -328,10 +328,7 @@ impl Drop for TestCluster {
             agent.task.abort();
             cleanup_host(self.api.dir(), &self.config.cni_bridge);
         }
-        let _ = std::process::Command::new("nft")
-            .args(["delete", "table", "ip", &self.config.overlay.table])
-            .stderr(std::process::Stdio::null())
-            .status();
+        skiff_testkit::host::delete_nft_table("ip", &self.config.overlay.table);
         if let Some(root) = &self.config.cgroup_root {
             skiff_testkit::host::remove_cgroup_tree(root);
         }
