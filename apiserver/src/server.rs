@@ -30,7 +30,9 @@ pub struct ApiServerConfig {
     /// How long an event stays in a watch cache's history (older ones are
     /// served from the store); see [`CacheLimits::history_max_age`].
     pub watch_history_max_age: Duration,
-    /// How long a paginated list's snapshot stays valid for `continue`.
+    /// How long a paginated list's snapshot stays in memory for `continue`;
+    /// later pages read the store's history at the same revision until
+    /// compaction drops it.
     pub continue_ttl: Duration,
     /// How often watchers that asked for bookmarks get one.
     pub bookmark_interval: Duration,

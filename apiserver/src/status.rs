@@ -255,6 +255,16 @@ pub enum ApiError {
     /// 410 `Expired`: a continue token or resourceVersion too old to serve.
     #[error("{0}")]
     Expired(String),
+    /// 410 `Expired` for a continue token whose revision was compacted:
+    /// upstream's words, and in the Status's `metadata.continue` a token
+    /// that resumes after the same key at the newest state.
+    #[error(
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+    )]
+    ContinueExpired {
+        /// The inconsistent continuation offered instead.
+        resume: String,
+    },
     /// 403 `Forbidden`: authorization or a rule of the server refused the request.
     #[error("{}", forbidden_message(resource, name, detail))]
     Forbidden {
@@ -389,7 +399,7 @@ impl ApiError {
             }
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::Expired(_) => StatusCode::GONE,
+            ApiError::Expired(_) | ApiError::ContinueExpired { .. } => StatusCode::GONE,
             ApiError::Forbidden { .. } => StatusCode::FORBIDDEN,
             ApiError::AdmissionDenied { reason, .. } => match *reason {
                 "Forbidden" => StatusCode::FORBIDDEN,
@@ -419,7 +429,7 @@ impl ApiError {
             ApiError::Invalid { .. } | ApiError::PatchNotApplied => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
-            ApiError::Expired(_) => "Expired",
+            ApiError::Expired(_) | ApiError::ContinueExpired { .. } => "Expired",
             ApiError::Forbidden { .. } => "Forbidden",
             ApiError::AdmissionDenied { reason, .. } => reason,
             ApiError::TooLarge(_) => "RequestEntityTooLarge",
@@ -559,6 +569,9 @@ impl ApiError {
         }
         if let Some(details) = self.details() {
             status["details"] = details;
+        }
+        if let ApiError::ContinueExpired { resume } = self {
+            status["metadata"]["continue"] = json!(resume);
         }
         status
     }

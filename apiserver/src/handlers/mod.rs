@@ -1,6 +1,7 @@
 //! Request dispatch: parse the path and query, pick the verb's handler, and
 //! turn every error into a Status response.
 
+mod continue_token;
 pub(crate) mod create;
 mod delete;
 mod list_body;

@@ -4,18 +4,19 @@
 //! list without resourceVersion is a consistent read, as upstream's: the
 //! cache answers once the store's watch says it is current at the store's
 //! revision, and the store answers when it cannot say so. A list at an
-//! exact past resourceVersion is read from the store's history.
+//! exact past resourceVersion, and a page after the first once the cache no
+//! longer holds the first page's snapshot, are read from the store's
+//! history (`continue_token`).
 
 use std::ops::Bound;
 use std::sync::Arc;
 
 use axum::response::Response;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::StatusCode;
 use serde_json::json;
 use skiff_store::{Revision, StoreError};
 
+use super::continue_token::{ContinueToken, ReadAt};
 use super::{Ctx, respond};
 use super::{list_body, storage};
 use crate::object::decode_from_store;
@@ -58,37 +59,6 @@ pub(super) async fn get(ctx: Ctx) -> Result<Response, ApiError> {
     respond(StatusCode::OK, &object)
 }
 
-/// Where a continued list resumes.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct ContinueToken {
-    v: String,
-    rv: Revision,
-    start: String,
-}
-
-fn encode_continue(revision: Revision, last_key: &str) -> String {
-    let token = ContinueToken {
-        v: "meta.k8s.io/v1".into(),
-        rv: revision,
-        start: last_key.to_string(),
-    };
-    URL_SAFE_NO_PAD.encode(serde_json::to_vec(&token).unwrap_or_default())
-}
-
-fn decode_continue(token: &str) -> Result<ContinueToken, ApiError> {
-    let bad = || {
-        ApiError::BadRequest("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into())
-    };
-    let bytes = URL_SAFE_NO_PAD
-        .decode(token.trim_end_matches('='))
-        .map_err(|_| bad())?;
-    serde_json::from_slice(&bytes).map_err(|_| bad())
-}
-
-fn expired_continue() -> ApiError {
-    ApiError::Expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.".into())
-}
-
 /// The first key after all those that start with `prefix`: the prefix with
 /// its last character raised by one, when that is ASCII (a collection prefix
 /// ends in `/`); unbounded otherwise, and the caller checks each key.
@@ -107,7 +77,17 @@ fn prefix_end(prefix: &str) -> Bound<String> {
 async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snapshot, ApiError> {
     let cache = ctx.inner.cache(ctx.info())?;
     if let Some(token) = token {
-        return cache.snapshot_at(token.rv).ok_or_else(expired_continue);
+        return match token.read_at() {
+            ReadAt::Newest => consistent_snapshot(ctx, &cache).await,
+            // Upstream reads the first page's revision from etcd until
+            // compaction drops it; so does this, from a snapshot the first
+            // page left behind or else from the store's history.
+            ReadAt::Revision(rv) if rv < ctx.inner.store.compact_revision() => Err(token.expired()),
+            ReadAt::Revision(rv) => match cache.snapshot_at(rv) {
+                Some(snapshot) => Ok(snapshot),
+                None => store_snapshot(ctx, &cache, Some(rv), || token.expired()).await,
+            },
+        };
     }
     let Some(rv) = ctx
         .params
@@ -142,14 +122,14 @@ async fn list_snapshot(ctx: &Ctx, token: Option<&ContinueToken>) -> Result<Snaps
         if let Some(snapshot) = cache.snapshot_at(rv) {
             return Ok(snapshot);
         }
-        return store_snapshot(ctx, &cache, Some(rv)).await;
+        return store_snapshot(ctx, &cache, Some(rv), too_old_list).await;
     }
     if cache.wait_for(rv, WAIT_FOR_REVISION).await {
         return Ok(cache.current_snapshot());
     }
     // Not there in time (a store that reports no watch progress, so a
     // version from a write elsewhere never shows here): read the store.
-    store_snapshot(ctx, &cache, None).await
+    store_snapshot(ctx, &cache, None, too_old_list).await
 }
 
 /// A snapshot at least as new as the store is now, as a list without
@@ -160,16 +140,22 @@ async fn consistent_snapshot(ctx: &Ctx, cache: &WatchCache) -> Result<Snapshot, 
     if cache.wait_current(now, WAIT_FOR_CURRENT).await {
         return Ok(cache.current_snapshot());
     }
-    store_snapshot(ctx, cache, None).await
+    store_snapshot(ctx, cache, None, too_old_list).await
+}
+
+/// Upstream's 410 for a list at a resourceVersion compaction dropped.
+fn too_old_list() -> ApiError {
+    ApiError::Expired("The resourceVersion for the provided list is too old.".into())
 }
 
 /// A snapshot of the whole resource read from the store, now or as it was
-/// `at` a past revision, retained so its continue tokens work like the
-/// cache's own.
+/// `at` a past revision (`compacted` answers when that is gone), retained
+/// so its continue tokens work like the cache's own.
 async fn store_snapshot(
     ctx: &Ctx,
     cache: &WatchCache,
     at: Option<Revision>,
+    compacted: impl FnOnce() -> ApiError,
 ) -> Result<Snapshot, ApiError> {
     let store = &ctx.inner.store;
     let listed = match at {
@@ -177,9 +163,7 @@ async fn store_snapshot(
         Some(revision) => store.list_at(cache.prefix(), revision).await,
     }
     .map_err(|e| match e {
-        StoreError::Compacted { .. } => {
-            ApiError::Expired("The resourceVersion for the provided list is too old.".into())
-        }
+        StoreError::Compacted { .. } => compacted(),
         e => ApiError::Internal(e.to_string()),
     })?;
     let mut objects = imbl::OrdMap::new();
@@ -203,7 +187,7 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
         .params
         .continue_token
         .as_deref()
-        .map(decode_continue)
+        .map(ContinueToken::decode)
         .transpose()?;
     let snapshot = list_snapshot(&ctx, token.as_ref()).await?;
     let prefix = info.collection_prefix(ctx.namespace());
@@ -261,7 +245,7 @@ pub(super) async fn list(ctx: Ctx) -> Result<Response, ApiError> {
     let mut metadata = json!({ "resourceVersion": snapshot.revision.to_string() });
     if more && let Some(last) = last_key {
         ctx.inner.cache(&info)?.retain(&snapshot);
-        metadata["continue"] = json!(encode_continue(snapshot.revision, last));
+        metadata["continue"] = json!(ContinueToken::encode(snapshot.revision, last));
         if !selecting {
             metadata["remainingItemCount"] = json!(remaining);
         }

@@ -144,18 +144,53 @@ async fn a_page_counts_only_its_own_namespace() {
 }
 
 #[tokio::test]
-async fn expired_continue_is_410() {
+async fn a_continue_token_works_until_compaction_then_offers_the_newest_state() {
+    use skiff_store::Store;
+    // Snapshots of first pages leave memory after 50 ms.
     let s = TestServer::configured(|c| c.continue_ttl = Duration::from_millis(50)).await;
     for i in 0..3 {
         s.configmap("default", &format!("cm{i}"), json!({})).await;
     }
     let (_, page1) = s.get(&format!("{CMS}?limit=1")).await;
     let token = page1["metadata"]["continue"].as_str().unwrap().to_string();
+    let rv = page1["metadata"]["resourceVersion"].clone();
     s.configmap("default", "later", json!({})).await;
+    s.delete(&format!("{CMS}/cm1")).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
+
+    // The snapshot is gone from memory: the page is read from the store's
+    // history, still as the collection was at the first page.
+    let page2 = s.get_ok(&format!("{CMS}?limit=1&continue={token}")).await;
+    assert_eq!(item_names(&page2), vec!["cm1"]);
+    assert_eq!(page2["metadata"]["resourceVersion"], rv);
+    let token2 = page2["metadata"]["continue"].as_str().unwrap().to_string();
+
+    // Compaction past that revision ends the consistent pagination, with
+    // upstream's 410 and a token to carry on at the newest state.
+    s.store.compact(s.store.current_revision()).await.unwrap();
+    let (status, gone) = s.get(&format!("{CMS}?limit=1&continue={token2}")).await;
+    assert_eq!(status, 410, "{gone}");
+    assert_eq!(gone["reason"], "Expired");
+    assert!(
+        gone["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("The provided continue parameter is too old"),
+        "{gone}"
+    );
+    let resume = gone["metadata"]["continue"]
+        .as_str()
+        .expect("an inconsistent continue token");
+    // It resumes after cm1 at the newest state: cm1's deletion and the later
+    // object both show.
+    let rest = s.get_ok(&format!("{CMS}?continue={resume}")).await;
+    assert_eq!(item_names(&rest), vec!["cm2", "later"]);
+    assert_ne!(rest["metadata"]["resourceVersion"], rv);
+    // The first token is as compacted as the second.
     s.get(&format!("{CMS}?limit=1&continue={token}"))
         .await
         .expect_failure(410, "Expired");
+
     s.get(&format!("{CMS}?limit=1&continue=garbage"))
         .await
         .expect_failure(400, "BadRequest");
