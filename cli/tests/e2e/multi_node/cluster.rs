@@ -12,7 +12,7 @@
 //! different tests never meet, nor the single-host tests' servers. Dropping
 //! the cluster (also on a failed assertion) kills every process it started
 //! and what they started (containerd, shims, containers), then deletes the
-//! namespaces and the bridge.
+//! namespaces, the bridge and the agents' cgroups (`/skiff-e2e-mn<N>`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -318,9 +318,18 @@ impl Cluster {
                 .args(["--cluster-dns", &self.cluster_dns()])
                 .arg("--resolv-conf")
                 .arg(&resolv)
-                .args(["--flannel-backend", &self.backend]),
+                .args(["--flannel-backend", &self.backend])
+                .arg("--cgroup-root")
+                .arg(format!("{}/{node}", self.cgroup_root())),
             &self.log_path(&format!("{node}{log_suffix}")),
         )
+    }
+
+    /// The cgroup tree under which every agent of this cluster keeps its
+    /// pods' cgroups (one `--cgroup-root` per agent inside it), removed
+    /// with the cluster.
+    fn cgroup_root(&self) -> String {
+        format!("/skiff-e2e-mn{}", self.n)
     }
 
     /// SIGTERMs agent `i` and waits for it to exit (its containers keep
@@ -473,6 +482,7 @@ impl Drop for Cluster {
         // containerd's mounts (container root file systems, shm) under the
         // data dirs.
         unmount_under(self.dir.path());
+        skiff_testkit::host::remove_cgroup_tree(&self.cgroup_root());
         for netns in &self.namespaces {
             let _ = Command::new("ip").args(["netns", "delete", netns]).status();
         }
