@@ -13,7 +13,7 @@ use skiff_apiserver::tls::{self, ClusterCerts};
 use skiff_apiserver::{ApiServer, ApiServerConfig};
 use skiff_informer::{ElectionConfig, LeaderElector, Leadership, SharedInformerFactory};
 use skiff_node::simulated::{self, SimulatedConfig};
-use skiff_store::snapshot::{Schedule, SnapshotDir};
+use skiff_store::snapshot::SnapshotDir;
 use skiff_store::{
     CompactionPolicy, EtcdConfig, EtcdStore, SledConfig, SledStore, SpaceReserve, Store,
 };
@@ -281,8 +281,8 @@ pub(crate) struct ServerArgs {
     pub audit_log_maxbackup: usize,
 
     /// When scheduled snapshots are taken: a cron expression in local time
-    /// (five fields; a sixth, leading one gives seconds), as k3s's
-    /// --etcd-snapshot-schedule-cron.
+    /// (five fields, `@daily`-style shorthands, `@every <duration>`), as
+    /// k3s's --etcd-snapshot-schedule-cron.
     #[arg(
         long,
         env = "SKIFF_SNAPSHOT_SCHEDULE_CRON",
@@ -360,7 +360,11 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     let schedule = if args.disable_snapshots || args.snapshot_schedule_cron.trim().is_empty() {
         None
     } else {
-        Some(Schedule::parse(&args.snapshot_schedule_cron).context("--snapshot-schedule-cron")?)
+        Some(
+            skiff_common::cron::Schedule::parse_local(&args.snapshot_schedule_cron).with_context(
+                || format!("--snapshot-schedule-cron {:?}", args.snapshot_schedule_cron),
+            )?,
+        )
     };
     if !skiff_store::snapshot::valid_name(&args.snapshot_name) {
         anyhow::bail!(
@@ -674,13 +678,18 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
         });
     }
     if let Some(schedule) = schedule {
-        tracing::info!(cron = schedule.as_str(), dir = %snapshots.path().display(), retention = args.snapshot_retention, "scheduled snapshots on");
+        tracing::info!(cron = %args.snapshot_schedule_cron, dir = %snapshots.path().display(), retention = args.snapshot_retention, "scheduled snapshots on");
         let name = args.snapshot_name.clone();
         let retention = args.snapshot_retention;
         let stop = stopped(stop_rx.clone());
         components.spawn(async move {
             snapshots
-                .run_schedule(schedule, name, retention, stop)
+                .run_schedule(
+                    || schedule.wait_from(jiff::Timestamp::now()),
+                    name,
+                    retention,
+                    stop,
+                )
                 .await;
         });
     }

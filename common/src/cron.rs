@@ -272,6 +272,29 @@ impl Schedule {
     /// Parses `spec` in `time_zone` (UTC when None); a `CRON_TZ=` or `TZ=`
     /// prefix in the schedule wins over it.
     pub fn parse(spec: &str, time_zone: Option<&str>) -> Result<Self, ScheduleError> {
+        Self::parse_in(spec, time_zone, TimeZone::UTC)
+    }
+
+    /// Parses `spec` in the host's local time zone (a `CRON_TZ=`/`TZ=`
+    /// prefix wins), as k3s reads its snapshot schedule.
+    pub fn parse_local(spec: &str) -> Result<Self, ScheduleError> {
+        Self::parse_in(spec, None, TimeZone::system())
+    }
+
+    /// How long from `now` until the next scheduled time (`None`: there is
+    /// none).
+    pub fn wait_from(&self, now: Timestamp) -> Option<std::time::Duration> {
+        let next = self.next_after(now)?;
+        std::time::Duration::try_from(next.duration_since(now)).ok()
+    }
+
+    /// `parse`, in `unnamed` when neither `time_zone` nor a prefix names a
+    /// zone.
+    fn parse_in(
+        spec: &str,
+        time_zone: Option<&str>,
+        unnamed: TimeZone,
+    ) -> Result<Self, ScheduleError> {
         let mut spec = spec.trim();
         if spec.is_empty() {
             return Err(ScheduleError::Empty);
@@ -285,7 +308,7 @@ impl Schedule {
             }
         }
         let zone = match zone_name {
-            None => TimeZone::UTC,
+            None => unnamed,
             Some((name, _)) if name == "UTC" || name == "Etc/UTC" => TimeZone::UTC,
             Some((name, prefixed)) => TimeZone::get(&name).map_err(|_| {
                 if prefixed {
@@ -612,6 +635,34 @@ mod tests {
             .unwrap();
         assert_eq!(t.to_string(), "2025-01-10T10:47:00Z");
         assert!(n > 100);
+    }
+
+    #[test]
+    fn waits_until_the_next_time_in_the_local_zone_or_the_named_one() {
+        use std::time::Duration;
+        let twice_a_day = Schedule::parse_local("CRON_TZ=UTC 0 */12 * * *").unwrap();
+        assert_eq!(
+            twice_a_day.wait_from(ts("2026-01-01T11:59:00Z")),
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(
+            twice_a_day.wait_from(ts("2026-01-01T12:00:00Z")),
+            Some(Duration::from_secs(12 * 3600))
+        );
+        let every_two = Schedule::parse_local("@every 2s").unwrap();
+        assert_eq!(
+            every_two.wait_from(ts("2026-01-01T00:00:01.5Z")),
+            Some(Duration::from_millis(1500))
+        );
+        // Local means the host's zone: the next hour boundary there.
+        let hourly = Schedule::parse_local("@hourly").unwrap();
+        let now = ts("2026-01-01T10:20:00Z");
+        let next = now.checked_add(hourly.wait_from(now).unwrap()).unwrap();
+        assert_eq!(next.to_zoned(TimeZone::system()).minute(), 0);
+        assert!(
+            Schedule::parse_local("*/2 * * * * *").is_err(),
+            "five fields, as k3s's"
+        );
     }
 
     #[test]

@@ -225,7 +225,7 @@ fn scheduled_snapshots_are_pruned_to_the_retention_and_only_admins_reach_them() 
     let server = Server::start_with(&[
         "--disable-agent",
         "--snapshot-schedule-cron",
-        "*/2 * * * * *",
+        "@every 2s",
         "--snapshot-retention",
         "2",
         "--snapshot-name",

@@ -21,7 +21,6 @@ mod schedule;
 use std::path::{Path, PathBuf};
 
 pub use dir::{SnapshotDir, SnapshotFile, valid_name};
-pub use schedule::{Schedule, ScheduleError};
 
 use crate::{KeyValue, Revision, Store, StoreError};
 
