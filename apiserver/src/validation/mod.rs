@@ -5,6 +5,7 @@
 //! is each kind's strategy's choice (`kinds/`), drawing on [`workloads`].
 
 mod names;
+mod pod_volumes;
 mod security_profiles;
 pub(crate) mod workloads;
 

@@ -77,6 +77,12 @@ fn ephemeral_containers(old: &Value, spec: &Value, errors: &mut Vec<FieldError>)
         .flat_map(|field| list(spec, field))
         .filter_map(|c| c["name"].as_str().map(str::to_string))
         .collect();
+    let volumes: Vec<&str> = spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
     let mut taken = targets.clone();
     for (i, c) in now.iter().enumerate() {
         let at = format!("spec.ephemeralContainers[{i}]");
@@ -96,6 +102,7 @@ fn ephemeral_containers(old: &Value, spec: &Value, errors: &mut Vec<FieldError>)
         if c["image"].as_str().is_none_or(|s| s.trim().is_empty()) {
             errors.push(FieldError::required(format!("{at}.image"), ""));
         }
+        super::pod_volumes::ephemeral_mounts(c, &volumes, &at, errors);
         let set = |v: &Value| match v {
             Value::Null => false,
             Value::Object(m) => !m.is_empty(),
@@ -172,6 +179,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
     if containers.is_none_or(|c| c.is_empty()) {
         errors.push(FieldError::required(format!("{path}.containers"), ""));
     }
+    let volumes = super::pod_volumes::volumes(spec, path, errors);
     let mut seen: Vec<&str> = Vec::new();
     for list in ["initContainers", "containers"] {
         for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
@@ -199,6 +207,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
                     errors,
                 );
             }
+            super::pod_volumes::mounts(c, &volumes, &at, errors);
             container_resources(&c["resources"], &format!("{at}.resources"), errors);
             container_restart_policy(c, list == "initContainers", &at, errors);
             container_handlers(c, &at, errors);

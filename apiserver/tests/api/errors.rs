@@ -575,6 +575,64 @@ async fn probes_and_hooks_name_one_handler() {
     s.post(pods, fine).await.expect_code(StatusCode::CREATED);
 }
 
+/// Volume mounts name a volume of the pod, each at a path of its own, and a
+/// part of a volume that stays inside it, as upstream checks; in a pod and
+/// in a workload's template alike.
+#[tokio::test]
+async fn volume_mounts_stay_inside_declared_volumes() {
+    let s = TestServer::new().await;
+    let pod = |mounts: serde_json::Value| {
+        json!({"metadata": {"name": "p"}, "spec": {
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "busybox", "volumeMounts": mounts}]}})
+    };
+    for (mounts, message) in [
+        (
+            json!([{"name": "data", "mountPath": "/d", "subPath": "../../../etc"}]),
+            "Pod \"p\" is invalid: spec.containers[0].volumeMounts.subPath: Invalid value: \"../../../etc\": must not contain '..'",
+        ),
+        (
+            json!([{"name": "data", "mountPath": "/d", "subPath": "/etc"}]),
+            "Pod \"p\" is invalid: spec.containers[0].volumeMounts.subPath: Invalid value: \"/etc\": must be a relative path",
+        ),
+        (
+            json!([{"name": "host", "mountPath": "/d"}]),
+            "Pod \"p\" is invalid: spec.containers[0].volumeMounts[0].name: Not found: \"host\"",
+        ),
+        (
+            json!([{"name": "data", "mountPath": "/d"}, {"name": "data", "mountPath": "/d"}]),
+            "Pod \"p\" is invalid: spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/d\": must be unique",
+        ),
+    ] {
+        refused(
+            s.post("/api/v1/namespaces/default/pods", pod(mounts)).await,
+            422,
+            "Invalid",
+            message,
+        );
+    }
+    let deployment = json!({"metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"app": "d"}},
+        "template": {"metadata": {"labels": {"app": "d"}}, "spec": {
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "containers": [{"name": "c", "image": "busybox", "volumeMounts": [
+                {"name": "data", "mountPath": "/d", "subPathExpr": "$(POD)/../.."}]}]}}}});
+    refused(
+        s.post("/apis/apps/v1/namespaces/default/deployments", deployment)
+            .await,
+        422,
+        "Invalid",
+        "Deployment.apps \"d\" is invalid: spec.template.spec.containers[0].volumeMounts.subPathExpr: Invalid value: \"$(POD)/../..\": must not contain '..'",
+    );
+    let fine = pod(json!([
+        {"name": "data", "mountPath": "/d", "subPath": "a/b"},
+        {"name": "data", "mountPath": "/e", "subPathExpr": "$(POD_NAME)"}
+    ]));
+    s.post("/api/v1/namespaces/default/pods", fine)
+        .await
+        .expect_code(StatusCode::CREATED);
+}
+
 /// Seccomp and AppArmor profiles: a known type, a local name exactly for
 /// `Localhost`, and a seccomp file that cannot climb out of the node's
 /// profile directory.

@@ -154,6 +154,10 @@ pub struct ContainerInputs<'a> {
     pub args: Vec<String>,
     /// Volume name → host path.
     pub volumes: &'a HashMap<String, PathBuf>,
+    /// Mount index → the pinned mount point of its part of a volume
+    /// (`volumes::sub_path`); a mount with a sub path missing here is left
+    /// out rather than given the whole volume.
+    pub sub_paths: HashMap<usize, PathBuf>,
     /// Restart count of the new instance.
     pub restart_count: u32,
     /// Whether it is an init container.
@@ -211,16 +215,15 @@ pub fn container_config(
         .volume_mounts
         .iter()
         .flatten()
-        .filter_map(|vm| {
+        .enumerate()
+        .filter_map(|(index, vm)| {
             let base = inputs.volumes.get(&vm.name)?;
-            let host = match vm.sub_path.as_deref().filter(|s| !s.is_empty()) {
-                Some(sub) => {
-                    let p = base.join(sub);
-                    if !p.exists() {
-                        let _ = std::fs::create_dir_all(&p);
-                    }
-                    p
-                }
+            let has_sub_path = [&vm.sub_path, &vm.sub_path_expr]
+                .iter()
+                .any(|s| s.as_deref().is_some_and(|s| !s.is_empty()));
+            let host = match inputs.sub_paths.get(&index) {
+                Some(pinned) => pinned.clone(),
+                None if has_sub_path => return None,
                 None => base.clone(),
             };
             Some(api::Mount {

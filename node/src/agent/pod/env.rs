@@ -293,6 +293,32 @@ pub(crate) fn expand_args(args: &[String], env: &[(String, String)]) -> Vec<Stri
         .collect()
 }
 
+/// A mount's `subPathExpr` with `$(VAR)` taken from the container's env;
+/// as upstream, a variable that is unset or empty is an error naming it.
+pub(crate) fn expand_sub_path(expr: &str, env: &[(String, String)]) -> Result<String, String> {
+    let missing = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let expanded = expand(expr, |name| {
+        let value = env
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        if value.is_empty() {
+            missing.borrow_mut().insert(name.to_string());
+        }
+        Some(value)
+    });
+    let missing = missing.into_inner();
+    if missing.is_empty() {
+        Ok(expanded)
+    } else {
+        Err(format!(
+            "missing value for {}",
+            missing.into_iter().collect::<Vec<_>>().join(", ")
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,6 +331,22 @@ mod tests {
         ];
         let args = vec!["echo".to_string(), "$(A)-$(B)-$(C)".to_string()];
         assert_eq!(expand_args(&args, &env), ["echo", "1-two-$(C)"]);
+    }
+
+    #[test]
+    fn a_sub_path_expression_needs_every_variable_it_names() {
+        let env = vec![
+            ("POD_NAME".to_string(), "web-0".to_string()),
+            ("EMPTY".to_string(), String::new()),
+        ];
+        assert_eq!(
+            expand_sub_path("logs/$(POD_NAME)", &env).unwrap(),
+            "logs/web-0"
+        );
+        assert_eq!(
+            expand_sub_path("$(NOPE)/$(EMPTY)/$(POD_NAME)", &env).unwrap_err(),
+            "missing value for EMPTY, NOPE"
+        );
     }
 
     #[test]

@@ -697,6 +697,42 @@ impl Starter<'_> {
     }
 
     /// A fresh, empty file for one instance of `container` to leave its
+    /// The container's mounts of part of a volume, pinned (see
+    /// `volumes::sub_path`): mount index → the mount point the runtime
+    /// gets. A failure is the container's `CreateContainerConfigError`, in
+    /// upstream's words (the cause goes to the agent's log).
+    fn pin_sub_paths(
+        &self,
+        container: &Container,
+        env: &[(String, String)],
+    ) -> Result<HashMap<usize, PathBuf>, String> {
+        let uid = self.pod.metadata.uid.as_deref().unwrap_or_default();
+        let pod_dir = volumes::pod_dir(&self.ctx.agent_dir, uid);
+        let mut pinned = HashMap::new();
+        for (index, mount) in container.volume_mounts.iter().flatten().enumerate() {
+            let sub = match mount.sub_path_expr.as_deref().filter(|e| !e.is_empty()) {
+                Some(expr) => env::expand_sub_path(expr, env)?,
+                None => mount.sub_path.clone().unwrap_or_default(),
+            };
+            if sub.is_empty() {
+                continue;
+            }
+            let Some(volume) = self.volumes.get(&mount.name) else {
+                continue;
+            };
+            let at = volumes::sub_path::pin(volume, &sub, &pod_dir, &container.name, index)
+                .map_err(|error| {
+                    tracing::warn!(pod = ?self.pod.metadata.name, container = %container.name, volume = %mount.name, %error, "sub path refused");
+                    format!(
+                        "failed to prepare subPath for volumeMount {:?} of container {:?}",
+                        mount.name, container.name
+                    )
+                })?;
+            pinned.insert(index, at);
+        }
+        Ok(pinned)
+    }
+
     /// termination message in (writable by any user in the container, as
     /// upstream's), under the pod's directory; `None` when it cannot be made.
     fn termination_log(&self, container: &Container, restart_count: u32) -> Option<PathBuf> {
@@ -937,6 +973,16 @@ impl Starter<'_> {
                 return false;
             }
         };
+        let sub_paths = match self.pin_sub_paths(container, &env) {
+            Ok(pinned) => pinned,
+            Err(message) => {
+                let regarding = container_reference(self.pod, &container.name);
+                let error = format!("Error: {message}");
+                self.ctx.events.warning(&regarding, "Failed", "", error);
+                wait("CreateContainerConfigError", message);
+                return false;
+            }
+        };
         let command = env::expand_args(container.command.as_deref().unwrap_or(&[]), &env);
         let args = env::expand_args(container.args.as_deref().unwrap_or(&[]), &env);
         let seccomp_root = super::seccomp_root(&self.ctx.agent_dir);
@@ -947,6 +993,7 @@ impl Starter<'_> {
             command,
             args,
             volumes: self.volumes,
+            sub_paths,
             restart_count,
             init,
             pid_target,

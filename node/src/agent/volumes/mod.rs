@@ -7,6 +7,7 @@
 
 pub(crate) mod claims;
 pub(crate) mod sa_token;
+pub(crate) mod sub_path;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;

@@ -1,0 +1,268 @@
+//! A pod's volumes and its containers' mounts of them, as upstream's
+//! ValidateVolumes and ValidateVolumeMounts: each volume named once with a
+//! DNS label and one source; each mount naming one of those volumes at a
+//! path of its own, and a `subPath`/`subPathExpr` that stays inside the
+//! volume (relative, no `..`). The node checks the resolved path again
+//! (symbolic links written by the pod itself), this is the first line.
+
+use serde_json::Value;
+
+use super::names::{NameRule, is_dns1123_label, validate_name};
+use crate::status::FieldError;
+
+/// Volume sources in the order upstream checks them: with two set, the
+/// second of this order is the one refused.
+const SOURCES: &[&str] = &[
+    "hostPath",
+    "emptyDir",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "secret",
+    "gitRepo",
+    "nfs",
+    "iscsi",
+    "glusterfs",
+    "persistentVolumeClaim",
+    "rbd",
+    "quobyte",
+    "flexVolume",
+    "cinder",
+    "cephfs",
+    "flocker",
+    "downwardAPI",
+    "fc",
+    "azureFile",
+    "vsphereVolume",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "azureDisk",
+    "csi",
+    "configMap",
+    "projected",
+    "scaleIO",
+    "storageos",
+    "ephemeral",
+    "image",
+];
+
+/// Validates `spec.volumes` (under `path`); the names of the volumes, for
+/// the mounts.
+pub(crate) fn volumes<'a>(
+    spec: &'a Value,
+    path: &str,
+    errors: &mut Vec<FieldError>,
+) -> Vec<&'a str> {
+    let mut names: Vec<&str> = Vec::new();
+    for (i, volume) in spec["volumes"].as_array().into_iter().flatten().enumerate() {
+        let at = format!("{path}.volumes[{i}]");
+        match volume["name"].as_str() {
+            None | Some("") => errors.push(FieldError::required(format!("{at}.name"), "")),
+            Some(name) => {
+                if !is_dns1123_label(name) {
+                    errors.extend(validate_name(NameRule::Label, name, &format!("{at}.name")));
+                }
+                if names.contains(&name) {
+                    errors.push(FieldError::duplicate(format!("{at}.name"), name));
+                }
+                names.push(name);
+            }
+        }
+        let mut set = SOURCES.iter().filter(|s| !volume[**s].is_null());
+        match set.next() {
+            None => errors.push(FieldError::required(&at, "must specify a volume type")),
+            Some(_) => {
+                for extra in set {
+                    errors.push(FieldError::forbidden(
+                        format!("{at}.{extra}"),
+                        "may not specify more than 1 volume type",
+                    ));
+                }
+            }
+        }
+    }
+    names
+}
+
+/// Validates one container's `volumeMounts` (the container at `at`)
+/// against the pod's `volumes`.
+pub(crate) fn mounts(container: &Value, volumes: &[&str], at: &str, errors: &mut Vec<FieldError>) {
+    let path = format!("{at}.volumeMounts");
+    let mut mount_paths: Vec<&str> = Vec::new();
+    for (i, mount) in container["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let item = format!("{path}[{i}]");
+        let name = mount["name"].as_str().unwrap_or_default();
+        if name.is_empty() {
+            errors.push(FieldError::required(format!("{item}.name"), ""));
+        }
+        if !volumes.contains(&name) {
+            errors.push(FieldError::not_found(format!("{item}.name"), name));
+        }
+        let mount_path = mount["mountPath"].as_str().unwrap_or_default();
+        if mount_path.is_empty() {
+            errors.push(FieldError::required(format!("{item}.mountPath"), ""));
+        }
+        if mount_paths.contains(&mount_path) {
+            errors.push(FieldError::invalid(
+                format!("{item}.mountPath"),
+                mount_path,
+                "must be unique",
+            ));
+        }
+        mount_paths.push(mount_path);
+        // Upstream names these two without the mount's index.
+        let sub_path = mount["subPath"].as_str().unwrap_or_default();
+        if !sub_path.is_empty() {
+            descending(sub_path, &format!("{path}.subPath"), errors);
+        }
+        let expr = mount["subPathExpr"].as_str().unwrap_or_default();
+        if !expr.is_empty() {
+            if !sub_path.is_empty() {
+                errors.push(FieldError::invalid(
+                    format!("{item}.subPathExpr"),
+                    expr,
+                    "subPathExpr and subPath are mutually exclusive",
+                ));
+            }
+            descending(expr, &format!("{path}.subPathExpr"), errors);
+        }
+    }
+}
+
+/// An ephemeral container's mounts: as any container's, but never into a
+/// part of a volume (upstream forbids `subPath` there).
+pub(crate) fn ephemeral_mounts(
+    container: &Value,
+    volumes: &[&str],
+    at: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    mounts(container, volumes, at, errors);
+    for (i, mount) in container["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        for field in ["subPath", "subPathExpr"] {
+            if mount[field].as_str().is_some_and(|s| !s.is_empty()) {
+                errors.push(FieldError::forbidden(
+                    format!("{at}.volumeMounts[{i}].{field}"),
+                    "cannot be set for an Ephemeral Container",
+                ));
+            }
+        }
+    }
+}
+
+/// A path that must stay below where it starts: relative, and no `..`
+/// element.
+fn descending(target: &str, field: &str, errors: &mut Vec<FieldError>) {
+    if target.starts_with('/') {
+        errors.push(FieldError::invalid(
+            field,
+            target,
+            "must be a relative path",
+        ));
+    }
+    if target.split('/').any(|part| part == "..") {
+        errors.push(FieldError::invalid(field, target, "must not contain '..'"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn errors_of(spec: Value) -> Vec<String> {
+        let mut errors = Vec::new();
+        let names = volumes(&spec, "spec", &mut errors);
+        for (i, c) in spec["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            mounts(c, &names, &format!("spec.containers[{i}]"), &mut errors);
+        }
+        errors.iter().map(FieldError::render).collect()
+    }
+
+    #[test]
+    fn mounts_of_declared_volumes_at_distinct_paths_pass() {
+        let spec = json!({
+            "volumes": [{"name": "data", "emptyDir": {}}, {"name": "conf", "configMap": {"name": "c"}}],
+            "containers": [{"name": "a", "volumeMounts": [
+                {"name": "data", "mountPath": "/data", "subPath": "a/b"},
+                {"name": "conf", "mountPath": "/etc/app.conf", "subPath": "app.conf"},
+                {"name": "data", "mountPath": "/logs", "subPathExpr": "$(POD_NAME)"},
+            ]}],
+        });
+        assert_eq!(errors_of(spec), Vec::<String>::new());
+    }
+
+    #[test]
+    fn paths_out_of_the_volume_are_refused_in_upstreams_words() {
+        let spec = json!({
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "containers": [{"name": "a", "volumeMounts": [
+                {"name": "data", "mountPath": "/a", "subPath": "../../etc"},
+                {"name": "data", "mountPath": "/b", "subPath": "/etc"},
+                {"name": "data", "mountPath": "/c", "subPath": "x", "subPathExpr": "y/../.."},
+                {"name": "data", "mountPath": "/d", "subPath": "a..b/c.."},
+            ]}],
+        });
+        assert_eq!(
+            errors_of(spec),
+            vec![
+                "spec.containers[0].volumeMounts.subPath: Invalid value: \"../../etc\": must not contain '..'",
+                "spec.containers[0].volumeMounts.subPath: Invalid value: \"/etc\": must be a relative path",
+                "spec.containers[0].volumeMounts[2].subPathExpr: Invalid value: \"y/../..\": subPathExpr and subPath are mutually exclusive",
+                "spec.containers[0].volumeMounts.subPathExpr: Invalid value: \"y/../..\": must not contain '..'",
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_volumes_missing_and_repeated_paths_are_refused() {
+        let spec = json!({
+            "volumes": [
+                {"name": "data", "emptyDir": {}},
+                {"name": "data", "emptyDir": {}, "hostPath": {"path": "/"}},
+                {"name": "Bad_Name", "secret": {"secretName": "s"}},
+                {"name": "none"},
+            ],
+            "containers": [{"name": "a", "volumeMounts": [
+                {"name": "data", "mountPath": "/data"},
+                {"name": "data", "mountPath": "/data"},
+                {"name": "missing", "mountPath": "/m"},
+                {"name": "data"},
+            ]}],
+        });
+        let errors = errors_of(spec);
+        for want in [
+            "spec.volumes[1].name: Duplicate value: \"data\"",
+            "spec.volumes[1].emptyDir: Forbidden: may not specify more than 1 volume type",
+            "spec.volumes[3]: Required value: must specify a volume type",
+            "spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/data\": must be unique",
+            "spec.containers[0].volumeMounts[2].name: Not found: \"missing\"",
+            "spec.containers[0].volumeMounts[3].mountPath: Required value",
+        ] {
+            assert!(
+                errors.iter().any(|e| e == want),
+                "{want} not in {errors:#?}"
+            );
+        }
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.starts_with("spec.volumes[2].name: Invalid value: \"Bad_Name\"")),
+            "{errors:#?}"
+        );
+    }
+}

@@ -1,0 +1,156 @@
+//! Mounts of part of a volume on real containerd: a directory, a file of a
+//! configMap (through its `..data` links) and a `subPathExpr` are mounted;
+//! a symbolic link the pod planted in its own volume pointing at the host
+//! is refused, as upstream refuses it, and nothing of the host is mounted;
+//! the pinned mounts are gone with the pod.
+
+use std::time::Duration;
+
+use serde_json::json;
+use skiff_node::images::BUSYBOX_IMAGE;
+
+use crate::harness::{TestCluster, container_id, container_status, exec};
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// The mount points of this process's mount table under `dir`.
+fn mounts_under(dir: &std::path::Path) -> Vec<String> {
+    let dir = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|point| point.starts_with(&dir))
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sub_paths_stay_inside_their_volume() {
+    let cluster = TestCluster::start(19).await;
+    cluster
+        .create_configmap(json!({
+            "metadata": {"name": "settings"},
+            "data": {"app.conf": "mode=edge\n", "other": "x"}
+        }))
+        .await;
+    let plant = |links: &str| {
+        json!({
+            "name": "plant", "image": BUSYBOX_IMAGE,
+            "command": ["sh", "-c", format!("mkdir -p /data/ok && echo inside > /data/ok/note && {links}")],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}]
+        })
+    };
+
+    // Parts of volumes that stay inside them are mounted.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "inside"},
+            "spec": {
+                "volumes": [
+                    {"name": "data", "emptyDir": {}},
+                    {"name": "cfg", "configMap": {"name": "settings"}}
+                ],
+                "initContainers": [plant("ln -s ok /data/alias")],
+                "containers": [{
+                    "name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                    "env": [{"name": "DIR", "value": "ok"}],
+                    "volumeMounts": [
+                        {"name": "data", "mountPath": "/ok", "subPath": "ok"},
+                        {"name": "data", "mountPath": "/alias", "subPath": "alias"},
+                        {"name": "data", "mountPath": "/expr", "subPathExpr": "$(DIR)"},
+                        {"name": "data", "mountPath": "/made", "subPath": "new/dir"},
+                        {"name": "cfg", "mountPath": "/etc/app.conf", "subPath": "app.conf"}
+                    ]
+                }]
+            }
+        }))
+        .await;
+    let running = cluster.wait_phase("inside", LONG, "Running").await;
+    let id = container_id(&running, "c");
+    for (command, want) in [
+        ("cat /ok/note", "inside\n"),
+        ("cat /alias/note", "inside\n"),
+        ("cat /expr/note", "inside\n"),
+        ("cat /etc/app.conf", "mode=edge\n"),
+        ("test -d /made && echo dir", "dir\n"),
+    ] {
+        let (code, out) = exec(&cluster.cri, &id, &["sh", "-c", command]).await;
+        assert_eq!((code, out.as_str()), (0, want), "{command}");
+    }
+    let uid = running.metadata.uid.clone().unwrap_or_default();
+    let pod_dir = cluster.config.agent_dir().join("pods").join(&uid);
+    assert_eq!(
+        mounts_under(&pod_dir.join("volume-subpaths")).len(),
+        5,
+        "one pinned mount per sub path"
+    );
+
+    // A link the pod wrote into its own volume, pointing at the host's
+    // root or a host file: the container is refused, in upstream's words.
+    for (name, link, sub) in [
+        ("escape", "ln -s / /data/escape", "escape"),
+        (
+            "escape-file",
+            "ln -s /etc/hostname /data/host-file",
+            "host-file",
+        ),
+        ("escape-below", "ln -s / /data/escape", "escape/etc"),
+    ] {
+        cluster
+            .create_pod(json!({
+                "metadata": {"name": name},
+                "spec": {
+                    "volumes": [{"name": "data", "emptyDir": {}}],
+                    "initContainers": [plant(link)],
+                    "containers": [{
+                        "name": "main", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                        "volumeMounts": [{"name": "data", "mountPath": "/host", "subPath": sub}]
+                    }]
+                }
+            }))
+            .await;
+        let refused = cluster
+            .wait_pod(name, LONG, "CreateContainerConfigError", |p| {
+                container_status(p, "main")
+                    .and_then(|c| c.state.as_ref()?.waiting.as_ref())
+                    .is_some_and(|w| w.reason.as_deref() == Some("CreateContainerConfigError"))
+            })
+            .await;
+        let waiting = container_status(&refused, "main")
+            .and_then(|c| c.state.clone()?.waiting)
+            .expect("waiting");
+        assert_eq!(
+            waiting.message.as_deref(),
+            Some("failed to prepare subPath for volumeMount \"data\" of container \"main\""),
+            "{name}"
+        );
+        assert!(
+            container_status(&refused, "main")
+                .and_then(|c| c.container_id.clone())
+                .is_none(),
+            "{name}: no container was created"
+        );
+        let uid = refused.metadata.uid.clone().unwrap_or_default();
+        let dir = cluster.config.agent_dir().join("pods").join(uid);
+        assert!(
+            mounts_under(&dir).is_empty(),
+            "{name}: nothing of the host mounted: {:?}",
+            mounts_under(&dir)
+        );
+    }
+
+    // With the pod gone, its pinned mounts are detached (the volume's
+    // content went with the pod's directory, the host's did not).
+    cluster.delete_pod("inside").await;
+    cluster.wait_gone("inside", LONG).await;
+    let mut tries = 0;
+    while pod_dir.exists() && tries < 100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tries += 1;
+    }
+    assert!(!pod_dir.exists(), "the pod's directory is removed");
+    assert!(mounts_under(&pod_dir).is_empty());
+    assert!(std::path::Path::new("/etc/hostname").exists());
+    cluster.teardown().await;
+}
