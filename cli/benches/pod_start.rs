@@ -146,6 +146,7 @@ async fn through_cri(
         command: vec!["sleep".into(), "3600".into()],
         args: Vec::new(),
         volumes: &volumes,
+        sub_paths: HashMap::new(),
         restart_count: 0,
         init: false,
         pid_target: None,

@@ -2,7 +2,9 @@
 //! ValidateVolumes and ValidateVolumeMounts: each volume named once with a
 //! DNS label and one source; each mount naming one of those volumes at a
 //! path of its own, and a `subPath`/`subPathExpr` that stays inside the
-//! volume (relative, no `..`). The node checks the resolved path again
+//! volume (relative, no `..`); the files configMap, secret, downwardAPI and
+//! projected volumes write stay inside too, clear of the `..`-named links
+//! the agent keeps there. The node checks the resolved path again
 //! (symbolic links written by the pod itself), this is the first line.
 
 use serde_json::Value;
@@ -67,6 +69,7 @@ pub(crate) fn volumes<'a>(
                 names.push(name);
             }
         }
+        projected_files(volume, &at, errors);
         let mut set = SOURCES.iter().filter(|s| !volume[**s].is_null());
         match set.next() {
             None => errors.push(FieldError::required(&at, "must specify a volume type")),
@@ -159,6 +162,97 @@ pub(crate) fn ephemeral_mounts(
     }
 }
 
+/// The files a configMap, secret, downwardAPI or projected volume writes:
+/// each item's path stays inside the volume and does not start with `..`
+/// (the names the volume's own links use), each mode is a permission.
+fn projected_files(volume: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    for source in ["configMap", "secret", "downwardAPI", "projected"] {
+        mode(
+            &volume[source]["defaultMode"],
+            &format!("{at}.{source}.defaultMode"),
+            errors,
+        );
+    }
+    for source in ["configMap", "secret"] {
+        key_paths(&volume[source], &format!("{at}.{source}"), errors);
+    }
+    field_paths(&volume["downwardAPI"], &format!("{at}.downwardAPI"), errors);
+    let sources = volume["projected"]["sources"].as_array();
+    for (k, projection) in sources.into_iter().flatten().enumerate() {
+        let at = format!("{at}.projected.sources[{k}]");
+        for source in ["configMap", "secret"] {
+            key_paths(&projection[source], &format!("{at}.{source}"), errors);
+        }
+        field_paths(
+            &projection["downwardAPI"],
+            &format!("{at}.downwardAPI"),
+            errors,
+        );
+        let token = &projection["serviceAccountToken"];
+        if token.is_object() {
+            let path = token["path"].as_str().unwrap_or_default();
+            let field = format!("{at}.serviceAccountToken.path");
+            if path.is_empty() {
+                errors.push(FieldError::required(&field, ""));
+            }
+            non_reserved(path, &field, errors);
+        }
+    }
+}
+
+/// `items` of keys written to paths (configMap and secret sources).
+fn key_paths(source: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    for (j, item) in source["items"].as_array().into_iter().flatten().enumerate() {
+        let at = format!("{at}.items[{j}]");
+        if item["key"].as_str().is_none_or(str::is_empty) {
+            errors.push(FieldError::required(format!("{at}.key"), ""));
+        }
+        item_path(item, &at, errors);
+    }
+}
+
+/// `items` of fields written to paths (downwardAPI sources).
+fn field_paths(source: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    for (j, item) in source["items"].as_array().into_iter().flatten().enumerate() {
+        item_path(item, &format!("{at}.items[{j}]"), errors);
+    }
+}
+
+fn item_path(item: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    let path = item["path"].as_str().unwrap_or_default();
+    if path.is_empty() {
+        errors.push(FieldError::required(format!("{at}.path"), ""));
+    }
+    non_reserved(path, &format!("{at}.path"), errors);
+    mode(&item["mode"], &format!("{at}.mode"), errors);
+}
+
+/// A file's permission bits, when set: 0 to 0777.
+fn mode(value: &Value, field: &str, errors: &mut Vec<FieldError>) {
+    if let Some(mode) = value.as_i64()
+        && !(0..=0o777).contains(&mode)
+    {
+        errors.push(FieldError::invalid(
+            field,
+            mode,
+            "must be a number between 0 and 0777 (octal), both inclusive",
+        ));
+    }
+}
+
+/// A path inside a volume the agent writes: descending, and not starting
+/// with `..` (where the volume keeps its own links).
+fn non_reserved(target: &str, field: &str, errors: &mut Vec<FieldError>) {
+    descending(target, field, errors);
+    if target.starts_with("..") && !target.starts_with("../") {
+        errors.push(FieldError::invalid(
+            field,
+            target,
+            "must not start with '..'",
+        ));
+    }
+}
+
 /// A path that must stay below where it starts: relative, and no `..`
 /// element.
 fn descending(target: &str, field: &str, errors: &mut Vec<FieldError>) {
@@ -224,6 +318,38 @@ mod tests {
                 "spec.containers[0].volumeMounts.subPath: Invalid value: \"/etc\": must be a relative path",
                 "spec.containers[0].volumeMounts[2].subPathExpr: Invalid value: \"y/../..\": subPathExpr and subPath are mutually exclusive",
                 "spec.containers[0].volumeMounts.subPathExpr: Invalid value: \"y/../..\": must not contain '..'",
+            ]
+        );
+    }
+
+    #[test]
+    fn files_a_volume_writes_stay_inside_it() {
+        let spec = json!({
+            "volumes": [
+                {"name": "a", "configMap": {"name": "c", "defaultMode": 1000, "items": [
+                    {"key": "k", "path": "../../etc/cron.d/x"},
+                    {"key": "", "path": "..data", "mode": -1},
+                    {"key": "k", "path": "ok/file", "mode": 0o644}
+                ]}},
+                {"name": "b", "projected": {"sources": [
+                    {"secret": {"name": "s", "items": [{"key": "k", "path": "/abs"}]}},
+                    {"downwardAPI": {"items": [{"path": "", "fieldRef": {"fieldPath": "metadata.name"}}]}},
+                    {"serviceAccountToken": {"path": "..token"}}
+                ]}}
+            ],
+            "containers": [{"name": "c"}],
+        });
+        assert_eq!(
+            errors_of(spec),
+            vec![
+                "spec.volumes[0].configMap.defaultMode: Invalid value: 1000: must be a number between 0 and 0777 (octal), both inclusive",
+                "spec.volumes[0].configMap.items[0].path: Invalid value: \"../../etc/cron.d/x\": must not contain '..'",
+                "spec.volumes[0].configMap.items[1].key: Required value",
+                "spec.volumes[0].configMap.items[1].path: Invalid value: \"..data\": must not start with '..'",
+                "spec.volumes[0].configMap.items[1].mode: Invalid value: -1: must be a number between 0 and 0777 (octal), both inclusive",
+                "spec.volumes[1].projected.sources[0].secret.items[0].path: Invalid value: \"/abs\": must be a relative path",
+                "spec.volumes[1].projected.sources[1].downwardAPI.items[0].path: Required value",
+                "spec.volumes[1].projected.sources[2].serviceAccountToken.path: Invalid value: \"..token\": must not start with '..'",
             ]
         );
     }
