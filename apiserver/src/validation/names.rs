@@ -112,6 +112,29 @@ pub(crate) fn validate_name(rule: NameRule, name: &str, field: &str) -> Vec<Fiel
 /// `/`) must look like, in upstream's words.
 const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
 
+/// A member's `name` at `field` in a list whose names are DNS labels, each
+/// once (containers, volumes): required, a label, and not among `seen`,
+/// which it then joins.
+pub(crate) fn unique_label<'a>(
+    name: Option<&'a str>,
+    field: &str,
+    seen: &mut Vec<&'a str>,
+    errors: &mut Vec<FieldError>,
+) {
+    match name {
+        None | Some("") => errors.push(FieldError::required(field, "")),
+        Some(name) => {
+            if !is_dns1123_label(name) {
+                errors.extend(validate_name(NameRule::Label, name, field));
+            }
+            if seen.contains(&name) {
+                errors.push(FieldError::duplicate(field, name));
+            }
+            seen.push(name);
+        }
+    }
+}
+
 /// Label/annotation key: optional DNS subdomain prefix and `/`, then a name
 /// of at most 63 characters of [A-Za-z0-9-_.] starting and ending
 /// alphanumeric. Each problem is its own error, worded as upstream's.

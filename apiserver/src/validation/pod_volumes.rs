@@ -9,7 +9,7 @@
 
 use serde_json::Value;
 
-use super::names::{NameRule, is_dns1123_label, validate_name};
+use super::names::unique_label;
 use crate::status::FieldError;
 
 /// Volume sources in the order upstream checks them: with two set, the
@@ -57,18 +57,12 @@ pub(crate) fn volumes<'a>(
     let mut names: Vec<&str> = Vec::new();
     for (i, volume) in spec["volumes"].as_array().into_iter().flatten().enumerate() {
         let at = format!("{path}.volumes[{i}]");
-        match volume["name"].as_str() {
-            None | Some("") => errors.push(FieldError::required(format!("{at}.name"), "")),
-            Some(name) => {
-                if !is_dns1123_label(name) {
-                    errors.extend(validate_name(NameRule::Label, name, &format!("{at}.name")));
-                }
-                if names.contains(&name) {
-                    errors.push(FieldError::duplicate(format!("{at}.name"), name));
-                }
-                names.push(name);
-            }
-        }
+        unique_label(
+            volume["name"].as_str(),
+            &format!("{at}.name"),
+            &mut names,
+            errors,
+        );
         projected_files(volume, &at, errors);
         let mut set = SOURCES.iter().filter(|s| !volume[**s].is_null());
         match set.next() {

@@ -3,7 +3,8 @@
 use serde_json::Value;
 
 use super::names::{
-    NameRule, is_dns1123_label, validate_label_value, validate_name, validate_qualified_name,
+    NameRule, is_dns1123_label, unique_label, validate_label_value, validate_name,
+    validate_qualified_name,
 };
 use skiff_common::amount::Amount;
 
@@ -184,18 +185,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
     for list in ["initContainers", "containers"] {
         for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
             let at = format!("{path}.{list}[{i}]");
-            match c["name"].as_str() {
-                None | Some("") => errors.push(FieldError::required(format!("{at}.name"), "")),
-                Some(name) => {
-                    if !is_dns1123_label(name) {
-                        errors.extend(validate_name(NameRule::Label, name, &format!("{at}.name")));
-                    }
-                    if seen.contains(&name) {
-                        errors.push(FieldError::duplicate(format!("{at}.name"), name));
-                    }
-                    seen.push(name);
-                }
-            }
+            unique_label(c["name"].as_str(), &format!("{at}.name"), &mut seen, errors);
             if c["image"].as_str().is_none_or(|s| s.trim().is_empty()) {
                 errors.push(FieldError::required(format!("{at}.image"), ""));
             }
