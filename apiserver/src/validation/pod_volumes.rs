@@ -2,7 +2,8 @@
 //! ValidateVolumes and ValidateVolumeMounts: each volume named once with a
 //! DNS label and one source; each mount naming one of those volumes at a
 //! path of its own, and a `subPath`/`subPathExpr` that stays inside the
-//! volume (relative, no `..`); the files configMap, secret, downwardAPI and
+//! volume (relative, no `..`), with a known `mountPropagation` that is
+//! `Bidirectional` only in a privileged container; the files configMap, secret, downwardAPI and
 //! projected volumes write stay inside too, clear of the `..`-named links
 //! the agent keeps there. The node checks the resolved path again
 //! (symbolic links written by the pod itself), this is the first line.
@@ -127,6 +128,26 @@ pub(crate) fn mounts(container: &Value, volumes: &[&str], at: &str, errors: &mut
             }
             descending(expr, &format!("{path}.subPathExpr"), errors);
         }
+        if let Some(mode) = mount["mountPropagation"].as_str() {
+            propagation(mode, container, &format!("{path}.mountPropagation"), errors);
+        }
+    }
+}
+
+/// A mount's `mountPropagation`: one of upstream's three, and
+/// `Bidirectional` (the container's mounts reaching the host) only for a
+/// privileged container.
+fn propagation(mode: &str, container: &Value, field: &str, errors: &mut Vec<FieldError>) {
+    const MODES: &[&str] = &["Bidirectional", "HostToContainer", "None"];
+    if !MODES.contains(&mode) {
+        errors.push(FieldError::not_supported(field, mode, MODES));
+    }
+    let privileged = container["securityContext"]["privileged"].as_bool() == Some(true);
+    if mode == "Bidirectional" && !privileged {
+        errors.push(FieldError::forbidden(
+            field,
+            "Bidirectional mount propagation is available only to privileged containers",
+        ));
     }
 }
 
@@ -312,6 +333,30 @@ mod tests {
                 "spec.containers[0].volumeMounts.subPath: Invalid value: \"/etc\": must be a relative path",
                 "spec.containers[0].volumeMounts[2].subPathExpr: Invalid value: \"y/../..\": subPathExpr and subPath are mutually exclusive",
                 "spec.containers[0].volumeMounts.subPathExpr: Invalid value: \"y/../..\": must not contain '..'",
+            ]
+        );
+    }
+
+    #[test]
+    fn only_privileged_containers_propagate_mounts_back_to_the_host() {
+        let spec = json!({
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "containers": [
+                {"name": "a", "volumeMounts": [
+                    {"name": "data", "mountPath": "/a", "mountPropagation": "Bidirectional"},
+                    {"name": "data", "mountPath": "/b", "mountPropagation": "HostToContainer"},
+                    {"name": "data", "mountPath": "/c", "mountPropagation": "Shared"}
+                ]},
+                {"name": "b", "securityContext": {"privileged": true}, "volumeMounts": [
+                    {"name": "data", "mountPath": "/a", "mountPropagation": "Bidirectional"}
+                ]}
+            ],
+        });
+        assert_eq!(
+            errors_of(spec),
+            vec![
+                "spec.containers[0].volumeMounts.mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers",
+                "spec.containers[0].volumeMounts.mountPropagation: Unsupported value: \"Shared\": supported values: \"Bidirectional\", \"HostToContainer\", \"None\"",
             ]
         );
     }

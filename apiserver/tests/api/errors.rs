@@ -575,8 +575,9 @@ async fn probes_and_hooks_name_one_handler() {
     s.post(pods, fine).await.expect_code(StatusCode::CREATED);
 }
 
-/// Volume mounts name a volume of the pod, each at a path of its own, and a
-/// part of a volume that stays inside it, as upstream checks; in a pod and
+/// Volume mounts name a volume of the pod, each at a path of its own, a
+/// part of a volume that stays inside it, and propagate mounts back to the
+/// host only from a privileged container, as upstream checks; in a pod and
 /// in a workload's template alike.
 #[tokio::test]
 async fn volume_mounts_stay_inside_declared_volumes() {
@@ -602,6 +603,10 @@ async fn volume_mounts_stay_inside_declared_volumes() {
         (
             json!([{"name": "data", "mountPath": "/d"}, {"name": "data", "mountPath": "/d"}]),
             "Pod \"p\" is invalid: spec.containers[0].volumeMounts[1].mountPath: Invalid value: \"/d\": must be unique",
+        ),
+        (
+            json!([{"name": "data", "mountPath": "/d", "mountPropagation": "Bidirectional"}]),
+            "Pod \"p\" is invalid: spec.containers[0].volumeMounts.mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers",
         ),
     ] {
         refused(

@@ -245,6 +245,13 @@ pub async fn run(
         failed = node_runtime.airgap_report().failed.len(),
         "container runtime ready"
     );
+    // Mount propagation into and out of pods needs their volumes on a
+    // shared mount; without one such containers fail to start, as on a
+    // kubelet host whose root directory is private.
+    let pods_dir = volumes::pods_dir(config.agent_dir());
+    if let Err(error) = volumes::mounts::share(&pods_dir) {
+        tracing::warn!(%error, "pods directory not shared: HostToContainer and Bidirectional mounts will fail");
+    }
     let result = run_with_runtime(clients.into(), factory, &config, &node_runtime, stop).await;
     node_runtime.shutdown().await;
     result

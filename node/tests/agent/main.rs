@@ -18,4 +18,4 @@ mod restart;
 mod sidecars;
 mod simulated;
 mod streaming;
-mod sub_paths;
+mod volume_mounts;

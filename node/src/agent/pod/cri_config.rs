@@ -23,6 +23,17 @@ fn bind_mount(container_path: &str, host: &Path) -> api::Mount {
     }
 }
 
+/// A mount's `mountPropagation` as the runtime names it (`None` and unset:
+/// private). The host side needs a shared mount for the other two, which
+/// the agent makes of its pods directory (`volumes::propagation`).
+fn propagation(mode: Option<&str>) -> api::MountPropagation {
+    match mode {
+        Some("HostToContainer") => api::MountPropagation::PropagationHostToContainer,
+        Some("Bidirectional") => api::MountPropagation::PropagationBidirectional,
+        _ => api::MountPropagation::PropagationPrivate,
+    }
+}
+
 /// The pod's log directory: `<root>/<namespace>_<name>_<uid>`.
 pub fn pod_log_dir(log_root: &Path, pod: &Pod) -> PathBuf {
     let m = &pod.metadata;
@@ -103,6 +114,9 @@ pub fn sandbox_config(
         linux: Some(api::LinuxPodSandboxConfig {
             security_context: Some(api::LinuxSandboxSecurityContext {
                 namespace_options: Some(namespace_options(pod, None)),
+                // The runtime refuses a privileged container in a sandbox
+                // that is not privileged itself.
+                privileged: has_privileged_container(pod),
                 ..Default::default()
             }),
             sysctls: super::sysctls::of(pod),
@@ -111,6 +125,26 @@ pub fn sandbox_config(
         }),
         ..Default::default()
     }
+}
+
+/// Whether any container of the pod, init and ephemeral ones included, is
+/// privileged (what makes the kubelet's sandbox privileged).
+fn has_privileged_container(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let privileged = |sc: Option<&k8s_openapi::api::core::v1::SecurityContext>| {
+        sc.and_then(|sc| sc.privileged).unwrap_or(false)
+    };
+    spec.containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .any(|c| privileged(c.security_context.as_ref()))
+        || spec
+            .ephemeral_containers
+            .iter()
+            .flatten()
+            .any(|c| privileged(c.security_context.as_ref()))
 }
 
 /// The namespaces the sandbox and each of its containers run in: the
@@ -228,6 +262,7 @@ pub fn container_config(
             };
             Some(api::Mount {
                 readonly: vm.read_only.unwrap_or(false),
+                propagation: propagation(vm.mount_propagation.as_deref()) as i32,
                 ..bind_mount(&vm.mount_path, &host)
             })
         })

@@ -166,10 +166,11 @@ pub(crate) async fn remove_pod(ctx: &AgentContext, uid: &str) -> Result<(), Runt
         );
     }
     let dir = volumes::pod_dir(&ctx.agent_dir, uid);
-    // Removing files through a pinned sub-path mount would delete what it
-    // points at: the directory stays until those are detached.
-    if let Err(error) = volumes::sub_path::release(&dir) {
-        tracing::warn!(dir = %dir.display(), %error, "pod directory kept: its sub-path mounts stay");
+    // Removing files through a mount (a pinned sub path, what a container
+    // mounted back through Bidirectional propagation) would delete what it
+    // shows: the directory stays until every mount under it is detached.
+    if let Err(error) = volumes::mounts::detach_all_under(&dir) {
+        tracing::warn!(dir = %dir.display(), %error, "pod directory kept: mounts under it stay");
         return Ok(());
     }
     if let Err(error) = std::fs::remove_dir_all(&dir)

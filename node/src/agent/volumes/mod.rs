@@ -6,6 +6,7 @@
 //! token is due for renewal (80 % of its lifetime).
 
 pub(crate) mod claims;
+pub(crate) mod mounts;
 pub(crate) mod sa_token;
 pub(crate) mod sub_path;
 
@@ -74,9 +75,14 @@ pub(crate) enum VolumeError {
     Unsupported(String),
 }
 
+/// Where every pod's state directory is: a shared mount (see `mounts`).
+pub(crate) fn pods_dir(agent_dir: &Path) -> PathBuf {
+    agent_dir.join("pods")
+}
+
 /// The pod's state directory.
 pub(crate) fn pod_dir(agent_dir: &Path, uid: &str) -> PathBuf {
-    agent_dir.join("pods").join(uid)
+    pods_dir(agent_dir).join(uid)
 }
 
 /// What volume contents may refer to.

@@ -9,9 +9,8 @@
 //! mounts that pinned point, never the path the pod can change.
 //!
 //! The pinned mounts live under `<pod dir>/volume-subpaths/<container>/<n>`
-//! (`n` the mount's index) until [`release`] detaches them, which must
-//! happen before anything removes the pod's directory: removing files
-//! through a live bind mount would delete what it points at.
+//! (`n` the mount's index) until the pod's teardown detaches every mount
+//! under its directory (`mounts::detach_all_under`) before removing it.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -71,7 +70,7 @@ fn io_error<'a>(
 }
 
 /// Where the pinned mounts of a pod's containers live.
-pub(crate) fn staging_root(pod_dir: &Path) -> PathBuf {
+fn staging_root(pod_dir: &Path) -> PathBuf {
     pod_dir.join("volume-subpaths")
 }
 
@@ -95,7 +94,11 @@ pub(crate) fn pin(
     let staging = staging_root(pod_dir)
         .join(container)
         .join(index.to_string());
-    detach(&staging)?;
+    super::mounts::detach(&staging).map_err(|e| SubPathError::Io {
+        path: e.path,
+        action: e.action,
+        source: e.source,
+    })?;
     let metadata = File::from(
         target
             .try_clone()
@@ -140,29 +143,6 @@ pub(crate) fn pin(
         ));
     }
     Ok(staging)
-}
-
-/// Detaches every pinned mount of the pod and removes their mount points.
-/// Until this succeeds the pod's directory must stay: see the module docs.
-pub(crate) fn release(pod_dir: &Path) -> Result<(), SubPathError> {
-    let root = staging_root(pod_dir);
-    if !root.exists() {
-        return Ok(());
-    }
-    let mut points = mounts_under(&root)?;
-    // Deepest first, should one have been mounted inside another.
-    points.sort_by_key(|p| std::cmp::Reverse(p.as_os_str().len()));
-    for point in &points {
-        detach(point)?;
-    }
-    if !mounts_under(&root)?.is_empty() {
-        return Err(SubPathError::Io {
-            path: root,
-            action: "detaching the pinned mounts",
-            source: io::Error::other("still mounted"),
-        });
-    }
-    std::fs::remove_dir_all(&root).map_err(io_error(&root, "removing the mount points"))
 }
 
 /// `sub` as relative components, refused if absolute or with `..` (the API
@@ -276,60 +256,6 @@ fn open_path(dir: Option<&OwnedFd>, name: &[u8], whole: &Path) -> Result<OwnedFd
     Ok(fd)
 }
 
-/// Detaches a mount at `point`, if there is one.
-fn detach(point: &Path) -> Result<(), SubPathError> {
-    let c_point = c_path(point)?;
-    // SAFETY: the path is NUL-terminated and outlives the call.
-    if unsafe { libc::umount2(c_point.as_ptr(), libc::MNT_DETACH) } != 0 {
-        let error = io::Error::last_os_error();
-        // Not a mount point (EINVAL) or not there (ENOENT): nothing to do.
-        if !matches!(
-            error.raw_os_error(),
-            Some(libc::EINVAL) | Some(libc::ENOENT)
-        ) {
-            return Err(io_error(point, "detaching the pinned mount")(error));
-        }
-    }
-    Ok(())
-}
-
-/// The mount points at or below `root`, from this process's mount table.
-fn mounts_under(root: &Path) -> Result<Vec<PathBuf>, SubPathError> {
-    let table = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(io_error(root, "reading the mount table"))?;
-    Ok(table
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .map(|point| PathBuf::from(unescape_mountinfo(point)))
-        .filter(|point| point.starts_with(root))
-        .collect())
-}
-
-/// A mountinfo field with its `\ooo` escapes (space, tab, newline,
-/// backslash) decoded.
-fn unescape_mountinfo(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 3 < bytes.len()
-            && bytes[i + 1..i + 4]
-                .iter()
-                .all(|b| (b'0'..=b'7').contains(b))
-        {
-            let value =
-                (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
-            out.push(value);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 fn c_path(path: &Path) -> Result<CString, SubPathError> {
     c_bytes(path.as_os_str().as_bytes(), path)
 }
@@ -390,11 +316,5 @@ mod tests {
         let opened = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).unwrap();
         assert_eq!(opened, base.join("a/b"));
         assert!(base.join("a/b").is_dir());
-    }
-
-    #[test]
-    fn mountinfo_escapes_are_decoded() {
-        assert_eq!(unescape_mountinfo(r"/a\040b\134c"), r"/a b\c");
-        assert_eq!(unescape_mountinfo("/plain"), "/plain");
     }
 }

@@ -1,8 +1,10 @@
-//! Mounts of part of a volume on real containerd: a directory, a file of a
-//! configMap (through its `..data` links) and a `subPathExpr` are mounted;
-//! a symbolic link the pod planted in its own volume pointing at the host
-//! is refused, as upstream refuses it, and nothing of the host is mounted;
-//! the pinned mounts are gone with the pod.
+//! Volume mounts on real containerd. Parts of a volume: a directory, a file
+//! of a configMap (through its `..data` links) and a `subPathExpr` are
+//! mounted; a symbolic link the pod planted in its own volume pointing at
+//! the host is refused, as upstream refuses it, and nothing of the host is
+//! mounted; the pinned mounts are gone with the pod. Mount propagation: what
+//! a privileged container mounts under a `Bidirectional` volume reaches a
+//! `HostToContainer` one through the host, and is detached with the pod.
 
 use std::time::Duration;
 
@@ -152,5 +154,70 @@ async fn sub_paths_stay_inside_their_volume() {
     assert!(!pod_dir.exists(), "the pod's directory is removed");
     assert!(mounts_under(&pod_dir).is_empty());
     assert!(std::path::Path::new("/etc/hostname").exists());
+    cluster.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mounts_propagate_between_containers_through_the_host() {
+    let cluster = TestCluster::start(20).await;
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "propagation"},
+            "spec": {
+                "volumes": [{"name": "shared", "emptyDir": {}}],
+                "containers": [
+                    {
+                        "name": "maker", "image": BUSYBOX_IMAGE,
+                        "securityContext": {"privileged": true},
+                        "command": ["sh", "-c", "mkdir -p /shared/inner && mount -t tmpfs tmpfs /shared/inner && echo hello > /shared/inner/note && exec sleep 3600"],
+                        "volumeMounts": [{"name": "shared", "mountPath": "/shared", "mountPropagation": "Bidirectional"}]
+                    },
+                    {
+                        "name": "viewer", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                        "volumeMounts": [{"name": "shared", "mountPath": "/shared", "mountPropagation": "HostToContainer"}]
+                    }
+                ]
+            }
+        }))
+        .await;
+    let running = cluster.wait_phase("propagation", LONG, "Running").await;
+    let viewer = container_id(&running, "viewer");
+    let mut seen = (1, String::new());
+    for _ in 0..100 {
+        seen = exec(&cluster.cri, &viewer, &["cat", "/shared/inner/note"]).await;
+        if seen.0 == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        (seen.0, seen.1.as_str()),
+        (0, "hello\n"),
+        "the maker's mount reached the viewer"
+    );
+    let uid = running.metadata.uid.clone().unwrap_or_default();
+    let pod_dir = cluster.config.agent_dir().join("pods").join(&uid);
+    assert!(
+        mounts_under(&pod_dir.join("volumes"))
+            .iter()
+            .any(|p| p.ends_with("/inner")),
+        "the maker's mount is on the host: {:?}",
+        mounts_under(&pod_dir)
+    );
+
+    // Gone with the pod: detached before its directory is removed.
+    cluster.delete_pod("propagation").await;
+    cluster.wait_gone("propagation", LONG).await;
+    let mut tries = 0;
+    while pod_dir.exists() && tries < 100 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tries += 1;
+    }
+    assert!(!pod_dir.exists(), "the pod's directory is removed");
+    assert!(
+        mounts_under(&pod_dir).is_empty(),
+        "{:?}",
+        mounts_under(&pod_dir)
+    );
     cluster.teardown().await;
 }
