@@ -237,6 +237,9 @@ impl Drop for Server {
             skiff_testkit::host::delete_nft_table(family, &format!("{table}-{}", self.port));
         }
         skiff_testkit::host::remove_cgroup_tree(&self.cgroup_root());
+        // The agent's pods directory is a shared mount of itself, and
+        // containerd's mounts lie below the data dir too.
+        skiff_testkit::host::unmount_under(self.data_dir());
     }
 }
 
