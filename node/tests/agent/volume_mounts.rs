@@ -62,7 +62,8 @@ async fn sub_paths_stay_inside_their_volume() {
                         {"name": "data", "mountPath": "/alias", "subPath": "alias"},
                         {"name": "data", "mountPath": "/expr", "subPathExpr": "$(DIR)"},
                         {"name": "data", "mountPath": "/made", "subPath": "new/dir"},
-                        {"name": "cfg", "mountPath": "/etc/app.conf", "subPath": "app.conf"}
+                        {"name": "cfg", "mountPath": "/etc/app.conf", "subPath": "app.conf"},
+                        {"name": "cfg", "mountPath": "/cfg"}
                     ]
                 }]
             }
@@ -76,9 +77,20 @@ async fn sub_paths_stay_inside_their_volume() {
         ("cat /expr/note", "inside\n"),
         ("cat /etc/app.conf", "mode=edge\n"),
         ("test -d /made && echo dir", "dir\n"),
+        ("cat /cfg/other", "x"),
     ] {
         let (code, out) = exec(&cluster.cri, &id, &["sh", "-c", command]).await;
         assert_eq!((code, out.as_str()), (0, want), "{command}");
+    }
+    // What the agent writes is read-only to the pod, even without
+    // `readOnly`: no link can be planted for the agent's next write.
+    for command in [
+        "echo x > /cfg/new",
+        "ln -sfn / /cfg/..data",
+        "rm /cfg/other",
+    ] {
+        let (code, _) = exec(&cluster.cri, &id, &["sh", "-c", command]).await;
+        assert_ne!(code, 0, "{command} succeeded");
     }
     let uid = running.metadata.uid.clone().unwrap_or_default();
     let pod_dir = cluster.config.agent_dir().join("pods").join(&uid);

@@ -23,6 +23,23 @@ fn bind_mount(container_path: &str, host: &Path) -> api::Mount {
     }
 }
 
+/// Whether the volume `name` holds files the agent writes (configMap,
+/// secret, downwardAPI, projected): always mounted read-only, as upstream
+/// mounts them since CVE-2017-1002102, so a container cannot plant links
+/// the agent would follow when it writes them again.
+fn written_by_agent(pod: &Pod, name: &str) -> bool {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .find(|v| v.name == name)
+        .is_some_and(|v| {
+            v.config_map.is_some()
+                || v.secret.is_some()
+                || v.downward_api.is_some()
+                || v.projected.is_some()
+        })
+}
+
 /// A mount's `mountPropagation` as the runtime names it (`None` and unset:
 /// private). The host side needs a shared mount for the other two, which
 /// the agent makes of its pods directory (`volumes::propagation`).
@@ -261,7 +278,7 @@ pub fn container_config(
                 None => base.clone(),
             };
             Some(api::Mount {
-                readonly: vm.read_only.unwrap_or(false),
+                readonly: vm.read_only.unwrap_or(false) || written_by_agent(inputs.pod, &vm.name),
                 propagation: propagation(vm.mount_propagation.as_deref()) as i32,
                 ..bind_mount(&vm.mount_path, &host)
             })
