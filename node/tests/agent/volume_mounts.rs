@@ -1,4 +1,5 @@
-//! Volume mounts on real containerd. Parts of a volume: a directory, a file
+//! Volume mounts on real containerd. Secrets and memory emptyDirs are
+//! tmpfs mounts (the emptyDir capped at its sizeLimit). Parts of a volume: a directory, a file
 //! of a configMap (through its `..data` links) and a `subPathExpr` are
 //! mounted; a symbolic link the pod planted in its own volume pointing at
 //! the host is refused, as upstream refuses it, and nothing of the host is
@@ -98,6 +99,72 @@ async fn sub_paths_stay_inside_their_volume() {
         mounts_under(&pod_dir.join("volume-subpaths")).len(),
         5,
         "one pinned mount per sub path"
+    );
+
+    // Secrets and memory emptyDirs live on a tmpfs: never on the disk, and
+    // the emptyDir no bigger than its sizeLimit.
+    let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::Api::namespaced(cluster.client.clone(), "default");
+    secrets
+        .create(
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "creds"},
+                "stringData": {"password": "s3cret"}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "memory"},
+            "spec": {
+                "volumes": [
+                    {"name": "creds", "secret": {"secretName": "creds"}},
+                    {"name": "scratch", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
+                ],
+                "containers": [{
+                    "name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                    "volumeMounts": [
+                        {"name": "creds", "mountPath": "/creds"},
+                        {"name": "scratch", "mountPath": "/scratch"}
+                    ]
+                }]
+            }
+        }))
+        .await;
+    let memory = cluster.wait_phase("memory", LONG, "Running").await;
+    let id = container_id(&memory, "c");
+    for (command, want) in [
+        ("cat /creds/password", "s3cret"),
+        ("grep -w /creds /proc/mounts | cut -d' ' -f3", "tmpfs\n"),
+        ("grep -w /scratch /proc/mounts | cut -d' ' -f3", "tmpfs\n"),
+    ] {
+        let (code, out) = exec(&cluster.cri, &id, &["sh", "-c", command]).await;
+        assert_eq!((code, out.as_str()), (0, want), "{command}");
+    }
+    let (code, _) = exec(
+        &cluster.cri,
+        &id,
+        &[
+            "sh",
+            "-c",
+            "dd if=/dev/zero of=/scratch/big bs=1024 count=2048",
+        ],
+    )
+    .await;
+    assert_ne!(code, 0, "2 MiB fit in a 1Mi memory emptyDir");
+    let memory_dir = cluster
+        .config
+        .agent_dir()
+        .join("pods")
+        .join(memory.metadata.uid.clone().unwrap_or_default());
+    assert_eq!(
+        mounts_under(&memory_dir.join("volumes")).len(),
+        2,
+        "{:?}",
+        mounts_under(&memory_dir)
     );
 
     // A link the pod wrote into its own volume, pointing at the host's

@@ -3,7 +3,8 @@
 //! secret, downwardAPI and service-account tokens bound to the pod) and
 //! persistentVolumeClaim (the bound PV's host directory, see [`claims`]).
 //! Content volumes are written when the worker starts and rewritten when a
-//! token is due for renewal (80 % of its lifetime).
+//! token is due for renewal (80 % of its lifetime). Secret and projected
+//! volumes, and emptyDirs of medium `Memory`, are tmpfs mounts, as upstream's.
 
 pub(crate) mod claims;
 pub(crate) mod mounts;
@@ -186,12 +187,33 @@ async fn prepare_one(
             });
     }
     let dir = base.join(&name);
-    if volume.empty_dir.is_some() {
-        // Medium "Memory" is served from disk too (no tmpfs mount yet).
+    let mount_err = |e: mounts::MountError| VolumeError::Io {
+        volume: name.clone(),
+        path: e.path,
+        source: e.source,
+    };
+    if let Some(empty) = &volume.empty_dir {
+        if empty.medium.as_deref() == Some("Memory") {
+            // As upstream's: on a tmpfs, capped at its sizeLimit.
+            let size = empty
+                .size_limit
+                .as_ref()
+                .and_then(|q| skiff_common::quantity::parse_scaled(&q.0, 1))
+                .and_then(|bytes| u64::try_from(bytes).ok())
+                .filter(|bytes| *bytes > 0);
+            mounts::tmpfs(&dir, size).map_err(mount_err)?;
+        }
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
             .map_err(io_err(&dir))?;
         return Ok(dir);
+    }
+    if volume.secret.is_some() || volume.projected.is_some() {
+        // Secrets and service-account tokens never reach the disk, as
+        // upstream keeps them on a tmpfs.
+        mounts::tmpfs(&dir, None).map_err(mount_err)?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
+            .map_err(io_err(&dir))?;
     }
     let mut files: Vec<(String, Vec<u8>, u32)> = Vec::new();
     let single = if let Some(cm) = &volume.config_map {
@@ -414,9 +436,15 @@ fn write_files(
             source,
         }
     };
-    // Written next to the volume and swapped in, so a running container
-    // never sees half the files.
-    let staging = dir.with_extension("new");
+    // Written beside the files and swapped in, so a running container
+    // never sees half of them: inside the volume once it exists (on its
+    // own file system, a tmpfs for secrets; `..`-names are no item's),
+    // else next to it.
+    let staging = if dir.is_dir() {
+        dir.join("..staging")
+    } else {
+        dir.with_extension("new")
+    };
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
     for (rel, data, file_mode) in files {
@@ -444,6 +472,9 @@ fn write_files(
         // mounted into a running container.
         for entry in std::fs::read_dir(dir).map_err(io_err(dir))?.flatten() {
             let p = entry.path();
+            if p == staging {
+                continue;
+            }
             let _ = if p.is_dir() {
                 std::fs::remove_dir_all(&p)
             } else {

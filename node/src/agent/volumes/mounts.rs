@@ -5,7 +5,7 @@
 //! mounted back through `Bidirectional` propagation), and making the pods
 //! directory a shared mount, as the kubelet does with its root directory,
 //! so `HostToContainer` and `Bidirectional` propagation work on a host
-//! whose root mount is private.
+//! whose root mount is private; and the tmpfs of memory-backed volumes.
 
 use std::ffi::CString;
 use std::io;
@@ -173,6 +173,44 @@ pub(crate) fn share(dir: &Path) -> Result<(), MountError> {
     };
     if rc != 0 {
         return Err(failed("sharing", &dir)(io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Mounts a tmpfs at `dir` (created if missing) unless one is mounted
+/// there already: memory-backed volumes, whose files never reach the disk.
+/// `size` caps it in bytes (a memory emptyDir's `sizeLimit`).
+pub(crate) fn tmpfs(dir: &Path, size: Option<u64>) -> Result<(), MountError> {
+    std::fs::create_dir_all(dir).map_err(failed("creating", dir))?;
+    let dir = dir.canonicalize().map_err(failed("resolving", dir))?;
+    if table()?.iter().any(|m| m.point == dir) {
+        return Ok(());
+    }
+    let c_dir = c_path(&dir)?;
+    let options = size
+        .map(|bytes| format!("size={bytes}"))
+        .unwrap_or_default();
+    let c_options = CString::new(options).map_err(|_| MountError {
+        action: "naming the options of",
+        path: dir.clone(),
+        source: io::Error::from(io::ErrorKind::InvalidInput),
+    })?;
+    let c_tmpfs = c"tmpfs";
+    // SAFETY: every string is NUL-terminated and outlives the call; the
+    // data is tmpfs's option string.
+    let rc = unsafe {
+        libc::mount(
+            c_tmpfs.as_ptr(),
+            c_dir.as_ptr(),
+            c_tmpfs.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            c_options.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(failed("mounting a tmpfs at", &dir)(
+            io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }
