@@ -28,6 +28,25 @@ fn mounts_under(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// Deletes the pod `name` and waits until its directory `pod_dir` is gone,
+/// with no mount left under it.
+async fn assert_gone_with_its_mounts(cluster: &TestCluster, name: &str, pod_dir: &std::path::Path) {
+    cluster.delete_pod(name).await;
+    cluster.wait_gone(name, LONG).await;
+    for _ in 0..100 {
+        if !pod_dir.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!pod_dir.exists(), "{name}: the pod's directory is removed");
+    assert!(
+        mounts_under(pod_dir).is_empty(),
+        "{name}: {:?}",
+        mounts_under(pod_dir)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sub_paths_stay_inside_their_volume() {
     let cluster = TestCluster::start(19).await;
@@ -223,15 +242,7 @@ async fn sub_paths_stay_inside_their_volume() {
 
     // With the pod gone, its pinned mounts are detached (the volume's
     // content went with the pod's directory, the host's did not).
-    cluster.delete_pod("inside").await;
-    cluster.wait_gone("inside", LONG).await;
-    let mut tries = 0;
-    while pod_dir.exists() && tries < 100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        tries += 1;
-    }
-    assert!(!pod_dir.exists(), "the pod's directory is removed");
-    assert!(mounts_under(&pod_dir).is_empty());
+    assert_gone_with_its_mounts(&cluster, "inside", &pod_dir).await;
     assert!(std::path::Path::new("/etc/hostname").exists());
     cluster.teardown().await;
 }
@@ -285,18 +296,6 @@ async fn mounts_propagate_between_containers_through_the_host() {
     );
 
     // Gone with the pod: detached before its directory is removed.
-    cluster.delete_pod("propagation").await;
-    cluster.wait_gone("propagation", LONG).await;
-    let mut tries = 0;
-    while pod_dir.exists() && tries < 100 {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        tries += 1;
-    }
-    assert!(!pod_dir.exists(), "the pod's directory is removed");
-    assert!(
-        mounts_under(&pod_dir).is_empty(),
-        "{:?}",
-        mounts_under(&pod_dir)
-    );
+    assert_gone_with_its_mounts(&cluster, "propagation", &pod_dir).await;
     cluster.teardown().await;
 }
