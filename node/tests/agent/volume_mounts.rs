@@ -28,6 +28,15 @@ fn mounts_under(dir: &std::path::Path) -> Vec<String> {
         .collect()
 }
 
+/// Asserts each shell command run in the container `id` succeeds and
+/// prints what it is paired with.
+async fn says(cluster: &TestCluster, id: &str, cases: &[(&str, &str)]) {
+    for (command, want) in cases {
+        let (code, out) = exec(&cluster.cri, id, &["sh", "-c", command]).await;
+        assert_eq!((code, out.as_str()), (0, *want), "{command}");
+    }
+}
+
 /// Deletes the pod `name` and waits until its directory `pod_dir` is gone,
 /// with no mount left under it.
 async fn assert_gone_with_its_mounts(cluster: &TestCluster, name: &str, pod_dir: &std::path::Path) {
@@ -91,17 +100,19 @@ async fn sub_paths_stay_inside_their_volume() {
         .await;
     let running = cluster.wait_phase("inside", LONG, "Running").await;
     let id = container_id(&running, "c");
-    for (command, want) in [
-        ("cat /ok/note", "inside\n"),
-        ("cat /alias/note", "inside\n"),
-        ("cat /expr/note", "inside\n"),
-        ("cat /etc/app.conf", "mode=edge\n"),
-        ("test -d /made && echo dir", "dir\n"),
-        ("cat /cfg/other", "x"),
-    ] {
-        let (code, out) = exec(&cluster.cri, &id, &["sh", "-c", command]).await;
-        assert_eq!((code, out.as_str()), (0, want), "{command}");
-    }
+    says(
+        &cluster,
+        &id,
+        &[
+            ("cat /ok/note", "inside\n"),
+            ("cat /alias/note", "inside\n"),
+            ("cat /expr/note", "inside\n"),
+            ("cat /etc/app.conf", "mode=edge\n"),
+            ("test -d /made && echo dir", "dir\n"),
+            ("cat /cfg/other", "x"),
+        ],
+    )
+    .await;
     // What the agent writes is read-only to the pod, even without
     // `readOnly`: no link can be planted for the agent's next write.
     for command in [
@@ -155,14 +166,16 @@ async fn sub_paths_stay_inside_their_volume() {
         .await;
     let memory = cluster.wait_phase("memory", LONG, "Running").await;
     let id = container_id(&memory, "c");
-    for (command, want) in [
-        ("cat /creds/password", "s3cret"),
-        ("grep -w /creds /proc/mounts | cut -d' ' -f3", "tmpfs\n"),
-        ("grep -w /scratch /proc/mounts | cut -d' ' -f3", "tmpfs\n"),
-    ] {
-        let (code, out) = exec(&cluster.cri, &id, &["sh", "-c", command]).await;
-        assert_eq!((code, out.as_str()), (0, want), "{command}");
-    }
+    says(
+        &cluster,
+        &id,
+        &[
+            ("cat /creds/password", "s3cret"),
+            ("grep -w /creds /proc/mounts | cut -d' ' -f3", "tmpfs\n"),
+            ("grep -w /scratch /proc/mounts | cut -d' ' -f3", "tmpfs\n"),
+        ],
+    )
+    .await;
     let (code, _) = exec(
         &cluster.cri,
         &id,
