@@ -19,6 +19,18 @@ pub(crate) use names::{
     validate_qualified_name,
 };
 
+/// A path that stays below where it is joined (a sub path, an item's
+/// file, a local profile), as upstream's validateLocalDescendingPath:
+/// relative, and no `..` part.
+pub(crate) fn descending_path(path: &str, field: &str, errors: &mut Vec<FieldError>) {
+    if path.starts_with('/') {
+        errors.push(FieldError::invalid(field, path, "must be a relative path"));
+    }
+    if path.split('/').any(|part| part == "..") {
+        errors.push(FieldError::invalid(field, path, "must not contain '..'"));
+    }
+}
+
 /// `object.field`, when set, must be one of `allowed` (upstream's
 /// NotSupported at `path.field`, listing them, otherwise): the check of
 /// every optional enumerated string field.

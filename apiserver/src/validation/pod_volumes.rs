@@ -115,7 +115,7 @@ pub(crate) fn mounts(container: &Value, volumes: &[&str], at: &str, errors: &mut
         // Upstream names these two without the mount's index.
         let sub_path = mount["subPath"].as_str().unwrap_or_default();
         if !sub_path.is_empty() {
-            descending(sub_path, &format!("{path}.subPath"), errors);
+            super::descending_path(sub_path, &format!("{path}.subPath"), errors);
         }
         let expr = mount["subPathExpr"].as_str().unwrap_or_default();
         if !expr.is_empty() {
@@ -126,7 +126,7 @@ pub(crate) fn mounts(container: &Value, volumes: &[&str], at: &str, errors: &mut
                     "subPathExpr and subPath are mutually exclusive",
                 ));
             }
-            descending(expr, &format!("{path}.subPathExpr"), errors);
+            super::descending_path(expr, &format!("{path}.subPathExpr"), errors);
         }
         if let Some(mode) = mount["mountPropagation"].as_str() {
             propagation(mode, container, &format!("{path}.mountPropagation"), errors);
@@ -258,28 +258,13 @@ fn mode(value: &Value, field: &str, errors: &mut Vec<FieldError>) {
 /// A path inside a volume the agent writes: descending, and not starting
 /// with `..` (where the volume keeps its own links).
 fn non_reserved(target: &str, field: &str, errors: &mut Vec<FieldError>) {
-    descending(target, field, errors);
+    super::descending_path(target, field, errors);
     if target.starts_with("..") && !target.starts_with("../") {
         errors.push(FieldError::invalid(
             field,
             target,
             "must not start with '..'",
         ));
-    }
-}
-
-/// A path that must stay below where it starts: relative, and no `..`
-/// element.
-fn descending(target: &str, field: &str, errors: &mut Vec<FieldError>) {
-    if target.starts_with('/') {
-        errors.push(FieldError::invalid(
-            field,
-            target,
-            "must be a relative path",
-        ));
-    }
-    if target.split('/').any(|part| part == "..") {
-        errors.push(FieldError::invalid(field, target, "must not contain '..'"));
     }
 }
 

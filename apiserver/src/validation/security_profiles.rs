@@ -31,7 +31,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
             "seccomp",
             &format!("{at}.seccompProfile"),
             errors,
-            descending_path,
+            super::descending_path,
         );
         let apparmor = &context["appArmorProfile"];
         profile(
@@ -102,16 +102,6 @@ fn profile(
             other,
             &TYPES,
         )),
-    }
-}
-
-/// A path that stays below where it is joined: relative, no `..` part.
-fn descending_path(name: &str, field: &str, errors: &mut Vec<FieldError>) {
-    if name.starts_with('/') {
-        errors.push(FieldError::invalid(field, name, "must be a relative path"));
-    }
-    if name.split('/').any(|part| part == "..") {
-        errors.push(FieldError::invalid(field, name, "must not contain '..'"));
     }
 }
 

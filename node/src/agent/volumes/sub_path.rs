@@ -69,6 +69,16 @@ fn io_error<'a>(
     }
 }
 
+impl From<super::mounts::MountError> for SubPathError {
+    fn from(e: super::mounts::MountError) -> Self {
+        SubPathError::Io {
+            path: e.path,
+            action: e.action,
+            source: e.source,
+        }
+    }
+}
+
 /// Where the pinned mounts of a pod's containers live.
 fn staging_root(pod_dir: &Path) -> PathBuf {
     pod_dir.join("volume-subpaths")
@@ -94,11 +104,7 @@ pub(crate) fn pin(
     let staging = staging_root(pod_dir)
         .join(container)
         .join(index.to_string());
-    super::mounts::detach(&staging).map_err(|e| SubPathError::Io {
-        path: e.path,
-        action: e.action,
-        source: e.source,
-    })?;
+    super::mounts::detach(&staging)?;
     let metadata = File::from(
         target
             .try_clone()
