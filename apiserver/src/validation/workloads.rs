@@ -176,11 +176,21 @@ fn mutable_view(spec: &Value, new: &Value) -> Value {
 /// A PodSpec at `path`: containers present, each named (DNS label, unique)
 /// with an image, ports in range.
 pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    pod_spec_claiming(spec, path, &[], errors);
+}
+
+/// [`pod_spec`] of a template whose pods also get the volumes named
+/// `claimed` from elsewhere: a StatefulSet's controller adds one volume per
+/// claim template, so mounts of those names are declared. (Upstream checks
+/// no StatefulSet pod template for that reason; its own note asks for this
+/// union instead.)
+fn pod_spec_claiming(spec: &Value, path: &str, claimed: &[&str], errors: &mut Vec<FieldError>) {
     let containers = spec["containers"].as_array();
     if containers.is_none_or(|c| c.is_empty()) {
         errors.push(FieldError::required(format!("{path}.containers"), ""));
     }
-    let volumes = super::pod_volumes::volumes(spec, path, errors);
+    let mut volumes = super::pod_volumes::volumes(spec, path, errors);
+    volumes.extend_from_slice(claimed);
     let mut seen: Vec<&str> = Vec::new();
     for list in ["initContainers", "containers"] {
         for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
@@ -483,7 +493,19 @@ pub(crate) fn workload(object: &Value, rule: SelectorRule, errors: &mut Vec<Fiel
             }
         }
     }
-    pod_spec(&spec["template"]["spec"], "spec.template.spec", errors);
+    // Only a StatefulSet has claim templates.
+    let claimed: Vec<&str> = spec["volumeClaimTemplates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|claim| claim["metadata"]["name"].as_str())
+        .collect();
+    pod_spec_claiming(
+        &spec["template"]["spec"],
+        "spec.template.spec",
+        &claimed,
+        errors,
+    );
 }
 
 /// A `metav1.LabelSelector` at `path`, checked as upstream's

@@ -249,7 +249,9 @@ async fn immutable_configmaps_and_secrets_keep_their_data() {
     );
 }
 
-/// A StatefulSet's spec changes only in what upstream lets change.
+/// A StatefulSet's spec changes only in what upstream lets change. Its
+/// containers mount the claim templates' volumes, which the template does
+/// not declare; a mount of any other undeclared volume is still refused.
 #[tokio::test]
 async fn a_statefulsets_spec_changes_only_where_upstream_allows() {
     let s = TestServer::new().await;
@@ -257,10 +259,21 @@ async fn a_statefulsets_spec_changes_only_where_upstream_allows() {
         "spec": {"serviceName": "db", "replicas": 1,
             "selector": {"matchLabels": {"app": "db"}},
             "template": {"metadata": {"labels": {"app": "db"}},
-                "spec": {"containers": [{"name": "c", "image": "i"}]}},
+                "spec": {"containers": [{"name": "c", "image": "i",
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}},
             "volumeClaimTemplates": [{"metadata": {"name": "data"},
                 "spec": {"accessModes": ["ReadWriteOnce"],
                     "resources": {"requests": {"storage": "1Gi"}}}}]}});
+    let mut undeclared = set.clone();
+    undeclared["spec"]["template"]["spec"]["containers"][0]["volumeMounts"][0]["name"] =
+        json!("logs");
+    refused(
+        s.post("/apis/apps/v1/namespaces/default/statefulsets", undeclared)
+            .await,
+        422,
+        "Invalid",
+        "StatefulSet.apps \"db\" is invalid: spec.template.spec.containers[0].volumeMounts[0].name: Not found: \"logs\"",
+    );
     let created = s
         .created("/apis/apps/v1/namespaces/default/statefulsets", set)
         .await;
