@@ -406,8 +406,11 @@ impl Leaf<'_> {
 }
 
 /// The names a serving certificate should carry: localhost, the loopback
-/// addresses, the host name, every address of this host, and the extra names.
-pub fn default_sans(extra: &[String]) -> Vec<String> {
+/// addresses, the `kubernetes` Service's names and its cluster IP
+/// `api_service_ip` (where in-cluster clients reach the API, checking the
+/// certificate names that address), the host name, every address of this
+/// host, and the extra names.
+pub fn default_sans(api_service_ip: Option<IpAddr>, extra: &[String]) -> Vec<String> {
     let mut sans = vec![
         "localhost".to_string(),
         "127.0.0.1".to_string(),
@@ -417,6 +420,7 @@ pub fn default_sans(extra: &[String]) -> Vec<String> {
         "kubernetes.default.svc".to_string(),
         "kubernetes.default.svc.cluster.local".to_string(),
     ];
+    sans.extend(api_service_ip.map(|ip| ip.to_string()));
     if let Ok(host) = fs::read_to_string("/proc/sys/kernel/hostname") {
         let host = host.trim();
         if !host.is_empty() {

@@ -402,9 +402,14 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
     };
 
     let phase = Instant::now();
+    // The `kubernetes` Service's address: the service range's first.
+    let api_service_ip = skiff_common::cidr::parse_v4(&args.service_cidr)
+        .ok()
+        .and_then(|net| net.hosts().next())
+        .map(std::net::IpAddr::V4);
     let certs = ClusterCerts::load_or_create_with(
         &args.data_dir,
-        &tls::default_sans(&args.tls_san),
+        &tls::default_sans(api_service_ip, &args.tls_san),
         &crate::certificate::lifetimes(args.certificate_lifetime_days),
     )
     .context("preparing certificates")?;

@@ -4,7 +4,9 @@
 //! through the ClusterIP, a NodePort, a LoadBalancer's EXTERNAL-IP (from
 //! ServiceLB) and an external IP; balanced over three replicas; a deleted
 //! backend no longer answers once its endpoint is gone; a pod reaches
-//! itself through its own Service (hairpin). The server gets
+//! itself through its own Service (hairpin); a container is told where the
+//! Services are, and what it is told reaches the API with the certificate
+//! checked (as an in-cluster client does). The server gets
 //! its own service CIDR and nftables table so it cannot meet the rules of
 //! other servers on the machine. Needs root (containerd, runc, CNI, nft).
 
@@ -103,11 +105,18 @@ fn fetch_from_pod(server: &Server, name: &str, url: &str, times: u32) -> Vec<Str
     let script = format!(
         "for i in $(seq 1 {times}); do busybox timeout 5 wget -q -O - {url} || echo FAIL; done"
     );
+    pod_output(server, name, &script, serde_json::json!([]))
+}
+
+/// The lines a pod `name` printed running `script` (with the container
+/// variables `env`) to its end.
+fn pod_output(server: &Server, name: &str, script: &str, env: serde_json::Value) -> Vec<String> {
     apply(
         server,
         &serde_json::json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"nodeName": NODE, "restartPolicy": "Never", "containers": [{
-                "name": "main", "image": BUSYBOX_IMAGE, "command": ["sh", "-c", script]}]}})
+                "name": "main", "image": BUSYBOX_IMAGE, "command": ["sh", "-c", script],
+                "env": env}]}})
         .to_string(),
     );
     let done = eventually(
@@ -211,6 +220,8 @@ fn scenario(server: &mut Server, table: &str) {
         vec![first_name.clone(); 3],
         "pod through the ClusterIP"
     );
+
+    in_cluster_client(server, &cluster_ip.to_string());
 
     // Host → NodePort on the node's address, and on 127.0.0.1 (as k3s
     // answers there).
@@ -332,4 +343,81 @@ fn scenario(server: &mut Server, table: &str) {
             .any(|l| l == "solo")
             .then_some(())
     });
+}
+
+/// What an in-cluster client relies on: a container is told where the
+/// API's Service is and where its namespace's Services are (its own
+/// variables winning, and able to name those), and with its service
+/// account's CA and token kubectl reaches the API at that address, the
+/// certificate checked against it.
+fn in_cluster_client(server: &Server, svc_b_ip: &str) {
+    let account = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let script = format!(
+        "env | grep -E '^(KUBERNETES|SVC_B|OWN|LINKED)' | sort; echo TOKEN=$(cat {account}/token); echo CA; cat {account}/ca.crt"
+    );
+    let env = serde_json::json!([
+        {"name": "SVC_B_SERVICE_PORT", "value": "own"},
+        {"name": "LINKED", "value": "$(SVC_B_SERVICE_HOST):$(SVC_B_SERVICE_PORT_HTTP)"}]);
+    let lines = pod_output(server, "in-cluster", &script, env);
+    let (lines, ca) = lines.split_at(lines.iter().position(|l| l == "CA").unwrap_or(lines.len()));
+    let vars: std::collections::BTreeMap<&str, &str> =
+        lines.iter().filter_map(|l| l.split_once('=')).collect();
+    let api_ip = vars
+        .get("KUBERNETES_SERVICE_HOST")
+        .copied()
+        .unwrap_or_default();
+    let kubernetes = json(&server.kubectl_ok(&["get", "service", "kubernetes", "-o", "json"]));
+    assert_eq!(
+        Some(api_ip),
+        kubernetes["spec"]["clusterIP"].as_str(),
+        "{lines:?}"
+    );
+    for (name, want) in [
+        ("KUBERNETES_SERVICE_PORT", "443".to_string()),
+        ("KUBERNETES_SERVICE_PORT_HTTPS", "443".to_string()),
+        ("KUBERNETES_PORT_443_TCP", format!("tcp://{api_ip}:443")),
+        ("SVC_B_SERVICE_HOST", svc_b_ip.to_string()),
+        ("SVC_B_SERVICE_PORT", "own".to_string()),
+        ("SVC_B_SERVICE_PORT_HTTP", "80".to_string()),
+        ("SVC_B_PORT_80_TCP_ADDR", svc_b_ip.to_string()),
+        ("LINKED", format!("{svc_b_ip}:80")),
+    ] {
+        assert_eq!(
+            vars.get(name).copied(),
+            Some(want.as_str()),
+            "{name}: {lines:?}"
+        );
+    }
+    let token = vars.get("TOKEN").copied().unwrap_or_default();
+    let ca_file = server.data_dir().join("in-cluster-ca.crt");
+    std::fs::write(&ca_file, ca.get(1..).unwrap_or_default().join("\n")).expect("write CA");
+    let url = format!("https://{api_ip}:443");
+    let whoami = eventually(
+        Duration::from_secs(30),
+        "the API through its Service",
+        || {
+            let out = std::process::Command::new("kubectl")
+                .args([
+                    "--kubeconfig",
+                    "/dev/null",
+                    "--server",
+                    &url,
+                    "--token",
+                    token,
+                ])
+                .arg(format!("--certificate-authority={}", ca_file.display()))
+                .args([
+                    "auth",
+                    "whoami",
+                    "-o",
+                    "jsonpath={.status.userInfo.username}",
+                ])
+                .output()
+                .expect("kubectl");
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        },
+    );
+    assert_eq!(whoami, "system:serviceaccount:default:default");
 }

@@ -392,6 +392,9 @@ async fn run_with_runtime(
     };
     let pods = factory
         .informer_with::<Pod>(WatchConfig::default().fields(&format!("spec.nodeName={node_name}")));
+    // Containers are told where Services are; a kubelet waits for its
+    // Service informer before it starts any.
+    let services = factory.informer::<k8s_openapi::api::core::v1::Service>();
     let ctx = Arc::new(AgentContext {
         client: client.clone(),
         provisioner: provisioner.clone(),
@@ -415,6 +418,7 @@ async fn run_with_runtime(
         pressure: pressure_rx,
         evictions: Default::default(),
         pods: pods.cache().clone(),
+        services: services.cache().clone(),
     });
     let stats = Arc::new(
         stats::StatsProvider::new(runtime.clone(), node_name.clone())
@@ -424,6 +428,7 @@ async fn run_with_runtime(
     let listener = pods.add_event_handler(pod_workers::PodEvents::new(tx.clone()))?;
     factory.start()?;
     pods.wait_for_sync().await;
+    services.wait_for_sync().await;
     tracing::info!(pods = pods.cache().len(), "pod workers starting");
     if let (Some(listener), Some(tls)) = (server_listener, config.server_tls.clone()) {
         let state = server::NodeState {

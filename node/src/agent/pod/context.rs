@@ -55,4 +55,7 @@ pub(crate) struct AgentContext {
     /// The pods bound to this node (the informer's cache), what admitting
     /// another one counts against.
     pub pods: Arc<skiff_informer::Cache<k8s_openapi::api::core::v1::Pod>>,
+    /// Every namespace's Services (the informer's cache), for the
+    /// containers' service variables.
+    pub services: Arc<skiff_informer::Cache<k8s_openapi::api::core::v1::Service>>,
 }

@@ -1,7 +1,8 @@
 //! A container's environment as upstream builds it: `envFrom` sources first,
 //! then `env` entries in order (later entries override and may refer to
 //! earlier ones with `$(VAR)`), values from the pod's own fields, its
-//! resources, ConfigMaps and Secrets.
+//! resources, ConfigMaps and Secrets; then the service variables it did
+//! not set itself.
 
 use std::collections::BTreeMap;
 
@@ -62,6 +63,10 @@ pub(crate) struct EnvContext<'a> {
     pub pod_ip: &'a str,
     /// Node allocatable, the default for unset limits.
     pub allocatable: &'a downward::NodeAllocatable,
+    /// The pod's service variables ([`super::service_env`]): added after
+    /// the container's own, which they never override, and known to its
+    /// `$(VAR)` references.
+    pub services: &'a BTreeMap<String, String>,
 }
 
 /// Builds the environment of `container`, in order.
@@ -112,10 +117,16 @@ pub(crate) async fn resolve(
                         .iter()
                         .find(|(n, _)| n == name)
                         .map(|(_, v)| v.clone())
+                        .or_else(|| ctx.services.get(name).cloned())
                 })
             }
         };
         set(&mut env, var.name.clone(), value);
+    }
+    for (name, value) in ctx.services {
+        if !env.iter().any(|(n, _)| n == name) {
+            env.push((name.clone(), value.clone()));
+        }
     }
     Ok(env)
 }

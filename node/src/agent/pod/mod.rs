@@ -2,7 +2,7 @@
 //! by the pod informer and by the runtime's relist (`pleg`); each wake is
 //! one `sync` step — sandbox, image (`images`, `pull_secrets`), init
 //! containers then containers built from the pod (`cri_config`, `security`,
-//! `apparmor`, `hosts_file`, `env`,
+//! `apparmor`, `hosts_file`, `env` with `service_env`,
 //! `dns_config`), `probes` (gRPC ones in `grpc_probe`), lifecycle `hooks`, restart `backoff`, the
 //! `ephemeral` containers
 //! `kubectl debug` adds — followed by the
@@ -38,6 +38,7 @@ pub(crate) mod probes;
 pub(crate) mod pull_secrets;
 pub(crate) mod runtime_view;
 pub(crate) mod security;
+pub(crate) mod service_env;
 pub(crate) mod status;
 pub(crate) mod sync;
 pub mod sysctls;

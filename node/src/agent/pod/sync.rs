@@ -955,11 +955,14 @@ impl Starter<'_> {
                 return false;
             }
         }
+        let services = self.ctx.services.list();
+        let service_vars = super::service_env::for_pod(self.pod, services.iter().map(|s| &**s));
         let env_ctx = EnvContext {
             pod: self.pod,
             host_ip: &self.ctx.host_ip,
             pod_ip: &self.pod_ip,
             allocatable: &self.ctx.allocatable,
+            services: &service_vars,
         };
         let env = match env::resolve(&self.ctx.client, &env_ctx, container).await {
             Ok(env) => env,
