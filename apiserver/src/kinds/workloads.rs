@@ -197,8 +197,14 @@ fn stateful_set_defaults(spec: &mut Value) {
         set_default(policy, "whenScaled", json!("Retain"));
     }
     // Claim templates are whole claims to upstream's defaulting, status
-    // included: they read back with `status.phase: Pending`.
+    // included: they read back with `status.phase: Pending`, and always as
+    // `v1` PersistentVolumeClaims (its internal claims carry no type, so
+    // whatever a write says there, or leaves out, changes nothing).
     for claim in items_mut(spec, &["volumeClaimTemplates"]).filter(|c| c.is_object()) {
+        if let Some(map) = claim.as_object_mut() {
+            map.insert("apiVersion".into(), json!("v1"));
+            map.insert("kind".into(), json!("PersistentVolumeClaim"));
+        }
         if let Some(claim_spec) = spec_of(claim) {
             super::volumes::default_claim_spec(claim_spec);
         }

@@ -297,6 +297,26 @@ async fn a_statefulsets_spec_changes_only_where_upstream_allows() {
     selector["spec"]["template"]["metadata"]["labels"]["tier"] = json!("x");
     refused(s.put(path, selector).await, 422, "Invalid", forbidden);
 
+    // What `kubectl diff` and `apply` send when the claim templates are
+    // restated as written: they lack the `apiVersion` and `kind` the stored
+    // ones read back with, and the defaults.
+    assert_eq!(
+        created["spec"]["volumeClaimTemplates"][0]["kind"],
+        "PersistentVolumeClaim"
+    );
+    let restated = json!({"spec": {"volumeClaimTemplates": [{"metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "1Gi"}}}}]}});
+    let (status, body) = s
+        .patch(
+            &format!("{path}?dryRun=All"),
+            "application/strategic-merge-patch+json",
+            restated,
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["metadata"]["generation"], 1, "no spec change: {body}");
+
     let mut allowed = created.clone();
     allowed["spec"]["replicas"] = json!(3);
     allowed["spec"]["minReadySeconds"] = json!(5);
