@@ -65,6 +65,18 @@ pub(crate) fn finalizers(object: &Value) -> Vec<String> {
     strings(&object["metadata"]["finalizers"])
 }
 
+/// Adds `finalizer` to `object`'s finalizers unless it is there already.
+pub(crate) fn add_finalizer(object: &mut Value, finalizer: &str) {
+    let list = meta_mut(object)
+        .entry("finalizers")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if let Some(items) = list.as_array_mut()
+        && !items.iter().any(|f| f == finalizer)
+    {
+        items.push(Value::String(finalizer.to_string()));
+    }
+}
+
 /// The strings of a JSON list (none when it is not a list; other items are
 /// skipped).
 pub(crate) fn strings(list: &Value) -> Vec<String> {

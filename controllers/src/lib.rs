@@ -3,8 +3,9 @@
 //! DaemonSet, Job, CronJob, PodDisruptionBudget status (disruption), endpoints
 //! and EndpointSlices, node lifecycle, pod GC, ClusterRole aggregation,
 //! resource quota, horizontal pod autoscaling, CSR approval and signing,
-//! the default StorageClass of claims made before there was one
-//! (persistentvolume-binder) and k3s's node-password cleanup, each reconciling through shared informers
+//! the default StorageClass of claims made before there was one and the
+//! release of volumes whose claim is gone (persistentvolume-binder), claims
+//! kept while pods use them (pvc-protection) and k3s's node-password cleanup, each reconciling through shared informers
 //! (events are recorded with `skiff_common::events`, re-exported as
 //! `events`); and the auto-deployed manifests directory (`deploy`, which
 //! polls files, not the API).
@@ -34,8 +35,10 @@ pub mod node_lifecycle;
 pub mod node_password;
 pub(crate) mod owner_events;
 pub(crate) mod persistent_volume_binder;
+pub(crate) mod persistent_volume_release;
 pub(crate) mod pod_control;
 pub mod podgc;
+pub(crate) mod pvc_protection;
 pub(crate) mod replicaset;
 pub mod resource_quota;
 pub(crate) mod serviceaccount;
@@ -113,6 +116,11 @@ fn defaults() -> Vec<manager::Registered> {
             "persistentvolume-binder",
             "persistent-volume-binder",
             persistent_volume_binder::run,
+        ),
+        starter(
+            "pvc-protection",
+            "pvc-protection-controller",
+            pvc_protection::run,
         ),
         starter("tokencleaner", "token-cleaner", token_cleaner::run),
         starter("node-password", node_password::ACCOUNT, node_password::run),

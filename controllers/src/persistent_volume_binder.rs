@@ -6,10 +6,12 @@
 //! DefaultStorageClass admission. Provisioning and binding happen on the
 //! node that runs the claim's first pod (skiff-node's local-path claims);
 //! until a pod is scheduled with it, a claim of a `WaitForFirstConsumer`
-//! class is told why it is Pending, in the event upstream records.
+//! class is told why it is Pending, in the event upstream records. A volume
+//! whose claim is gone is marked Released (`persistent_volume_release`).
 //!
 //! It acts as the `persistent-volume-binder` service account, which may
-//! update claims and read StorageClasses, and it only ever sets the class
+//! update claims, read StorageClasses and volumes and write volumes'
+//! status, and it only ever sets the class
 //! of an unbound claim that names none; `storageClassName: ""` asks for no
 //! class and is left alone, as upstream leaves it.
 
@@ -58,6 +60,12 @@ struct Syncer {
 
 /// Runs the controller until `stop`.
 pub(crate) async fn run(ctx: Context, stop: Stop) {
+    let release = crate::persistent_volume_release::run(ctx.clone(), stop.clone());
+    tokio::join!(assign_default_classes(ctx, stop), release);
+}
+
+/// The default StorageClass of claims made before there was one.
+async fn assign_default_classes(ctx: Context, stop: Stop) {
     let claims = ctx.factory.informer::<PersistentVolumeClaim>();
     let classes = ctx.factory.informer::<StorageClass>();
     let syncer = Arc::new(Syncer {

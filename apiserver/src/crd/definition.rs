@@ -185,13 +185,7 @@ pub(crate) fn apply_defaults(crd: &mut Value) {
 
 /// Adds the cleanup finalizer to a new CRD.
 pub(crate) fn add_cleanup_finalizer(crd: &mut Value) {
-    let meta = crate::object::meta_mut(crd);
-    let list = meta.entry("finalizers").or_insert_with(|| json!([]));
-    if let Some(items) = list.as_array_mut()
-        && !items.iter().any(|f| f == CLEANUP_FINALIZER)
-    {
-        items.push(json!(CLEANUP_FINALIZER));
-    }
+    crate::object::add_finalizer(crd, CLEANUP_FINALIZER);
 }
 
 /// Every field error of a CRD about to be written.

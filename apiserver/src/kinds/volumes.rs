@@ -1,4 +1,5 @@
-//! PersistentVolumes and PersistentVolumeClaims: both start Pending; their
+//! PersistentVolumes and PersistentVolumeClaims: both start Pending, a
+//! claim protected from deletion while in use; their
 //! defaults (a claim's spec also where it is a template: StatefulSets'
 //! volumeClaimTemplates, pods' ephemeral volumes), and what an update of a
 //! claim's spec may change.
@@ -40,9 +41,18 @@ named_kind! {
     PersistentVolumeClaims = k8s_openapi::api::core::v1::PersistentVolumeClaim;
 }
 
+/// Keeps a claim while a pod uses it (upstream's StorageObjectInUseProtection
+/// admission adds it to every new claim; the `pvc-protection` controller
+/// takes it off once no pod does).
+pub(crate) const CLAIM_PROTECTION_FINALIZER: &str = "kubernetes.io/pvc-protection";
+
 impl KindStrategy for PersistentVolumeClaims {
     fn initial_status(&self) -> InitialStatus {
         InitialStatus::Phase("Pending")
+    }
+
+    fn on_create(&self, object: &mut Value, _notes: &crate::request_notes::RequestNotes) {
+        crate::object::add_finalizer(object, CLAIM_PROTECTION_FINALIZER);
     }
 
     fn node_writes(&self) -> NodeWrites {

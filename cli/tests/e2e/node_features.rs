@@ -3,7 +3,8 @@
 //! reading their service-account token (used from the host with `kubectl
 //! --token`, refused once the pod is gone) and `kubectl create token`;
 //! persistentVolumeClaim volumes (a static hostPath PV, a missing claim with
-//! its FailedMount event, a local-path claim provisioned on first use); pull
+//! its FailedMount event, a local-path claim provisioned on first use, kept
+//! while in use after its deletion and removed with its volume once free); pull
 //! secrets reaching a registry on loopback and ImagePullBackOff. Needs root.
 
 use std::io::{BufRead, BufReader, Write};
@@ -116,6 +117,60 @@ fn shell_pod(name: &str, script: &str, extra_spec: &str) -> String {
              "name":"main","image":"{IMAGE}","imagePullPolicy":"Never",
              "command":["sh","-c",{script}]}}]}}}}"#
     )
+}
+
+/// A deleted claim its pod still mounts stays, Terminating, with its data;
+/// a new pod may not start with it. Once the pod is gone the claim goes, and
+/// its local-path volume (reclaim policy Delete) goes with its directory.
+fn claim_lifecycle(server: &Server, volume: &str, dir: &Path) {
+    server.kubectl_ok(&["delete", "pvc", "scratch", "--wait=false"]);
+    std::thread::sleep(Duration::from_secs(2));
+    let claim = json(&server.kubectl_ok(&["get", "pvc", "scratch", "-o", "json"]));
+    assert!(
+        claim["metadata"]["deletionTimestamp"].is_string(),
+        "{claim}"
+    );
+    assert_contains(
+        &server.kubectl_ok(&["get", "pvc", "scratch"]),
+        "Terminating",
+    );
+    assert!(
+        dir.join("out.txt").exists(),
+        "the data stays while the pod runs"
+    );
+    apply(
+        server,
+        &format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"late-user"}},
+               "spec":{{"nodeName":"{NODE}","terminationGracePeriodSeconds":1,
+                 "volumes":[{{"name":"data","persistentVolumeClaim":{{"claimName":"scratch"}}}}],
+                 "containers":[{{"name":"main","image":"{IMAGE}","imagePullPolicy":"Never",
+                   "command":["sleep","3600"],"volumeMounts":[{{"name":"data","mountPath":"/data"}}]}}]}}}}"#
+        ),
+    );
+    eventually(
+        Duration::from_secs(30),
+        "late-user refused the claim",
+        || {
+            events_of(server, "late-user")
+                .iter()
+                .any(|(reason, message)| {
+                    reason == "FailedMount" && message.contains("is being deleted")
+                })
+                .then_some(())
+        },
+    );
+    server.kubectl_ok(&["delete", "pod", "local-user", "late-user"]);
+    eventually(Duration::from_secs(60), "the claim gone", || {
+        let out = server.kubectl(&["get", "pvc", "scratch"]);
+        String::from_utf8_lossy(&out.stderr)
+            .contains("NotFound")
+            .then_some(())
+    });
+    eventually(Duration::from_secs(60), "its volume deleted", || {
+        let out = server.kubectl(&["get", "pv", volume]);
+        (String::from_utf8_lossy(&out.stderr).contains("NotFound") && !dir.exists()).then_some(())
+    });
 }
 
 #[test]
@@ -348,6 +403,7 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
     );
     let classes = server.kubectl_ok(&["get", "storageclass", "local-path", "-o", "json"]);
     assert_contains(&classes, "WaitForFirstConsumer");
+    claim_lifecycle(server, &format!("pvc-{claim_uid}"), &dir);
 
     // Pull secrets: the pod's, then its service account's, reach the registry.
     eventually(Duration::from_secs(60), "private: credentials sent", || {

@@ -472,6 +472,12 @@ async fn run_with_runtime(
             .collect(),
     }));
     tasks.spawn(image_gc::ImageGc::run(images.clone(), stop.clone()));
+    tasks.spawn(volumes::reclaim::run(
+        provisioner.clone(),
+        node_name.clone(),
+        volumes::storage_dir(&agent_dir),
+        stop.clone(),
+    ));
     let evictions = eviction::Manager {
         stats,
         images,

@@ -39,6 +39,7 @@ pub const CONTROLLER_ACCOUNTS: &[(&str, &str)] = &[
     ("resourcequota", "resourcequota-controller"),
     ("horizontalpodautoscaling", "horizontal-pod-autoscaler"),
     ("persistentvolume-binder", "persistent-volume-binder"),
+    ("pvc-protection", "pvc-protection-controller"),
 ];
 
 /// Every controller role, named `system:controller:<account>`.
@@ -269,7 +270,8 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
         ),
         (
             // Only what skiff's part of it does: the default StorageClass
-            // of claims created before there was one.
+            // of claims created before there was one, and a volume whose
+            // claim is gone marked Released.
             "persistent-volume-binder",
             vec![
                 allow(
@@ -277,8 +279,21 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                     &[CORE],
                     &["persistentvolumeclaims"],
                 ),
+                allow(READ, &[CORE], &["persistentvolumes"]),
+                allow(&["update", "patch"], &[CORE], &["persistentvolumes/status"]),
                 allow(READ, &[STORAGE], &["storageclasses"]),
                 events_rule(),
+            ],
+        ),
+        (
+            "pvc-protection-controller",
+            vec![
+                allow(
+                    &["get", "list", "watch", "update", "patch"],
+                    &[CORE],
+                    &["persistentvolumeclaims"],
+                ),
+                allow(&["get", "list", "watch"], &[CORE], &["pods"]),
             ],
         ),
         (

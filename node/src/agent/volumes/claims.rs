@@ -32,6 +32,9 @@ pub(crate) enum ClaimError {
     /// The claim has no volume yet.
     #[error("persistentvolumeclaim \"{0}\" is not bound")]
     Unbound(String),
+    /// The claim is being deleted: no new pod may start with it.
+    #[error("persistentvolumeclaim \"{0}\" is being deleted")]
+    Deleting(String),
     /// The claim names a PersistentVolume that does not exist.
     #[error(
         "persistentvolumeclaim \"{claim}\" is bound to non-existent persistentvolume \"{volume}\""
@@ -105,6 +108,9 @@ pub(crate) async fn resolve(
         .await
         .map_err(api_err(name))?
         .ok_or_else(|| ClaimError::NotFound(name.to_string()))?;
+    if claim.metadata.deletion_timestamp.is_some() {
+        return Err(ClaimError::Deleting(name.to_string()));
+    }
     let volume_name = match bound_volume(&claim) {
         Some(v) => v.to_string(),
         None => provision(ctx, &claim)

@@ -1,13 +1,15 @@
 //! Pod volumes as host directories under `AGENT_DIR/pods/<uid>/volumes`:
 //! emptyDir, hostPath, configMap, secret, downwardAPI, projected (configMap,
 //! secret, downwardAPI and service-account tokens bound to the pod) and
-//! persistentVolumeClaim (the bound PV's host directory, see [`claims`]).
+//! persistentVolumeClaim (the bound PV's host directory, see [`claims`]; a
+//! released local-path volume is removed by [`reclaim`]).
 //! Content volumes are written when the worker starts and rewritten when a
 //! token is due for renewal (80 % of its lifetime). Secret and projected
 //! volumes, and emptyDirs of medium `Memory`, are tmpfs mounts, as upstream's.
 
 pub(crate) mod claims;
 pub(crate) mod mounts;
+pub(crate) mod reclaim;
 pub(crate) mod sa_token;
 pub(crate) mod sub_path;
 
