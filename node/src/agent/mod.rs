@@ -427,8 +427,25 @@ async fn run_with_runtime(
     let (tx, rx) = mpsc::unbounded_channel();
     let listener = pods.add_event_handler(pod_workers::PodEvents::new(tx.clone()))?;
     factory.start()?;
-    pods.wait_for_sync().await;
-    services.wait_for_sync().await;
+    // A stop raised meanwhile (the factory shut down) ends the wait, as
+    // the informers then never sync.
+    let synced = async {
+        pods.wait_for_sync().await;
+        services.wait_for_sync().await;
+    };
+    let mut stopping = stop.clone();
+    let stopped = async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    };
+    let stopped_first = tokio::select! {
+        () = synced => false,
+        () = stopped => true,
+    };
+    if stopped_first {
+        pods.remove_event_handler(&listener);
+        while tasks.join_next().await.is_some() {}
+        return Ok(());
+    }
     tracing::info!(pods = pods.cache().len(), "pod workers starting");
     if let (Some(listener), Some(tls)) = (server_listener, config.server_tls.clone()) {
         let state = server::NodeState {
