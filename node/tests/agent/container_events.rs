@@ -4,7 +4,9 @@
 //! probe that names its port (`port: http`) reaching that port; lifecycle
 //! hooks; the termination messages containers leave; and a pod stopped
 //! at its active deadline; who containers run as (the pod's security
-//! context and their own, runAsNonRoot); and the /etc/hosts they see.
+//! context and their own, runAsNonRoot); and the /etc/hosts they see; and
+//! volumes that cannot be set up (a missing ConfigMap, a hostPath of the
+//! wrong type) as the pod's FailedMount.
 
 use std::path::Path;
 use std::time::Duration;
@@ -524,6 +526,16 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
         }))
         .await;
 
+    // A hostPath volume whose path is not of its type.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "wrong-host-path"},
+            "spec": {"containers": [{"name": "c", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                "volumeMounts": [{"name": "sock", "mountPath": "/sock"}]}],
+                "volumes": [{"name": "sock", "hostPath": {"path": "/etc/hostname", "type": "Socket"}}]}
+        }))
+        .await;
+
     // A configMap volume whose ConfigMap is missing, in a pod without init
     // containers and in the same pod with one.
     let mountless = json!({
@@ -657,6 +669,23 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
             })
             .then_some(())
     })
+    .await;
+    let mistyped = "MountVolume.SetUp failed for volume \"sock\" : hostPath type check failed: /etc/hostname is not a socket file";
+    eventually(
+        Duration::from_secs(30),
+        "the hostPath FailedMount",
+        || async {
+            let selector = "involvedObject.kind=Pod,involvedObject.name=wrong-host-path";
+            events(&cluster, selector)
+                .await
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("FailedMount")
+                        && e.message.as_deref() == Some(mistyped)
+                })
+                .then_some(())
+        },
+    )
     .await;
     let mountless = cluster.pods().get("mountless").await.expect("pod");
     assert_eq!(

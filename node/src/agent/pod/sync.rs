@@ -115,6 +115,7 @@ fn mount_failure(e: &volumes::VolumeError) -> String {
         E::Source { volume, source } => (volume, source.to_string()),
         E::InvalidPath { volume, path } => (volume, format!("invalid path {path:?}")),
         E::Claim { volume, source } => (volume, source.to_string()),
+        E::HostPath { volume, source } => (volume, source.to_string()),
         E::Token { volume, source } => (
             volume,
             format!("requesting a service account token: {source}"),

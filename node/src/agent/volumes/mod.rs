@@ -8,6 +8,7 @@
 //! volumes, and emptyDirs of medium `Memory`, are tmpfs mounts, as upstream's.
 
 pub(crate) mod claims;
+pub(crate) mod host_path;
 pub(crate) mod mounts;
 pub(crate) mod reclaim;
 pub(crate) mod sa_token;
@@ -72,6 +73,14 @@ pub(crate) enum VolumeError {
         volume: String,
         /// Why.
         source: kube::Error,
+    },
+    /// A hostPath volume's path is not of its type.
+    #[error("volume {volume}: {source}")]
+    HostPath {
+        /// The volume.
+        volume: String,
+        /// Why.
+        source: host_path::HostPathError,
     },
     /// The volume type is not supported by this agent.
     #[error("volume {0}: unsupported volume type")]
@@ -160,18 +169,12 @@ async fn prepare_one(
     let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
     if let Some(host) = &volume.host_path {
         let path = PathBuf::from(&host.path);
-        match host.type_.as_deref() {
-            Some("DirectoryOrCreate") => {
-                std::fs::create_dir_all(&path).map_err(io_err(&path))?;
+        host_path::prepare(&path, host.type_.as_deref()).map_err(|source| {
+            VolumeError::HostPath {
+                volume: name.clone(),
+                source,
             }
-            Some("FileOrCreate") if !path.exists() => {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(io_err(parent))?;
-                }
-                std::fs::write(&path, b"").map_err(io_err(&path))?;
-            }
-            _ => {}
-        }
+        })?;
         return Ok(path);
     }
     if let Some(claim) = &volume.persistent_volume_claim {
