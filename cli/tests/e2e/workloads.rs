@@ -243,6 +243,22 @@ fn job_runs_to_completion_and_namespace_deletion_empties_it() {
         "{table}"
     );
 
+    // A finished Job with ttlSecondsAfterFinished goes by itself: the Job
+    // controller, under its own account, deletes it.
+    server.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        r#"{"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "brief", "namespace": "batch-work"},
+            "spec": {"ttlSecondsAfterFinished": 0, "template": {"spec": {
+                "restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox:1"}]}}}}"#,
+    );
+    eventually(Duration::from_secs(60), "the finished Job expired", || {
+        let out = server.kubectl(&["get", "job", "brief", "-n", "batch-work"]);
+        String::from_utf8_lossy(&out.stderr)
+            .contains("NotFound")
+            .then_some(())
+    });
+
     server.kubectl_ok(&["create", "configmap", "left", "-n", "batch-work"]);
     server.kubectl_ok(&["delete", "namespace", "batch-work", "--timeout=60s"]);
     let err = server.kubectl_err(&["get", "namespace", "batch-work"]);

@@ -216,8 +216,10 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
         (
             "job-controller",
             [
+                // It also expires finished Jobs (upstream's
+                // ttl-after-finished controller, which may delete them).
                 owned(
-                    &["get", "list", "watch", "update", "patch"],
+                    &["get", "list", "watch", "update", "patch", "delete"],
                     &[BATCH],
                     "jobs",
                 ),
