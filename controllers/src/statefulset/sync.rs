@@ -1,5 +1,6 @@
-//! One sync of one StatefulSet: revisions, then one ordered step of
-//! creating, deleting or updating pods, then status.
+//! One sync of one StatefulSet: revisions, the claims' owners as the
+//! retention policy says, then one ordered step of creating, deleting or
+//! updating pods, then status.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 use skiff_informer::{Action, Cache, ObjectKey};
 
+use super::retention::Retention;
 use super::revision::{REVISION_LABEL, proposal};
 use crate::controller_utils::api_message;
 use crate::controller_utils::{WriteFailed, write_status};
@@ -31,6 +33,7 @@ pub(super) struct Syncer {
     pub sets: Arc<Cache<StatefulSet>>,
     pub pods: Arc<Cache<Pod>>,
     pub revisions: Arc<Cache<ControllerRevision>>,
+    pub claims: Arc<Cache<PersistentVolumeClaim>>,
     pub events: EventRecorder,
 }
 
@@ -126,6 +129,8 @@ impl Reconciler for Syncer {
         condemned.sort_by_key(|p| std::cmp::Reverse(ordinal_of(&name, p).unwrap_or(i32::MAX)));
 
         if !deleting {
+            self.keep_claim_owners(&set, &key_str, &by_ordinal, &condemned)
+                .await?;
             self.step(
                 &set,
                 &key_str,
@@ -209,6 +214,54 @@ impl Syncer {
             kind: "statefulset",
             key,
         }
+    }
+
+    /// Gives the claims of the set's pods the owners its retention policy
+    /// asks for (condemned pods' claims first owned by their pod when
+    /// `whenScaled: Delete`, before the pod is deleted).
+    async fn keep_claim_owners(
+        &self,
+        set: &StatefulSet,
+        key: &str,
+        by_ordinal: &BTreeMap<i32, Arc<Pod>>,
+        condemned: &[Arc<Pod>],
+    ) -> Result<(), WorkloadSyncError> {
+        let policy = Retention::of(set);
+        let ns = set.namespace().unwrap_or_default();
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &ns);
+        let templates = set
+            .spec
+            .as_ref()
+            .and_then(|s| s.volume_claim_templates.as_deref())
+            .unwrap_or_default();
+        let pods = by_ordinal
+            .values()
+            .map(|p| (p, false))
+            .chain(condemned.iter().map(|p| (p, true)));
+        for (pod, scaled_down) in pods {
+            for template in templates {
+                let template_name = template.metadata.name.as_deref().unwrap_or_default();
+                let claim_name = format!("{template_name}-{}", pod.name_any());
+                let Some(claim) = self.claims.get(&ns, &claim_name) else {
+                    continue;
+                };
+                let Some(owners) = policy.owners_to_write(&claim, set, Some(pod), scaled_down)
+                else {
+                    continue;
+                };
+                let mut updated = (*claim).clone();
+                updated.metadata.owner_references = Some(owners);
+                match api
+                    .replace(&claim_name, &PostParams::default(), &updated)
+                    .await
+                {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(Self::err(key, "updating a claim's owners", e)),
+                }
+            }
+        }
+        Ok(())
     }
 
     /// One step towards the desired pods: create missing ordinals, remove
@@ -308,7 +361,7 @@ impl Syncer {
             let claim_name = format!("{template_name}-{pod_name}");
             let mut labels = claim_template.metadata.labels.clone().unwrap_or_default();
             labels.extend(spec.selector.match_labels.clone().unwrap_or_default());
-            let pvc = PersistentVolumeClaim {
+            let mut pvc = PersistentVolumeClaim {
                 metadata: ObjectMeta {
                     name: Some(claim_name.clone()),
                     namespace: Some(ns.clone()),
@@ -319,6 +372,9 @@ impl Syncer {
                 spec: claim_template.spec.clone(),
                 status: None,
             };
+            // Owned by the set from the start when it is to go with it.
+            pvc.metadata.owner_references =
+                Retention::of(set).owners_to_write(&pvc, set, None, false);
             self.create_reported(
                 set,
                 &pvc_api,

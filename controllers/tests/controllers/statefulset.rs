@@ -211,3 +211,87 @@ async fn rolling_update_goes_from_the_highest_ordinal_down_to_the_partition() {
     assert_eq!(image.as_deref(), Some("postgres:17"));
     cluster.shutdown().await;
 }
+
+/// The owners of claim `name` (their kinds), or None once it is gone.
+async fn claim_owners(client: &Client, name: &str) -> Option<Vec<String>> {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
+    let claim = claims.get_opt(name).await.unwrap()?;
+    Some(
+        claim
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| format!("{}/{}", r.kind, r.name))
+            .collect(),
+    )
+}
+
+/// `persistentVolumeClaimRetentionPolicy` Delete/Delete: the claims are
+/// the set's; a scaled-down pod's claim becomes the pod's and goes with
+/// it; the rest go with the set. Retain (the default) leaves them alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_go_with_the_set_or_the_scaled_down_pod_as_the_policy_says() {
+    let (cluster, client) =
+        TestCluster::start_with_client(&["statefulset", "garbage-collector", "pvc-protection"])
+            .await;
+    let extra = |name: &str, policy: Value| {
+        json!({"podManagementPolicy": "Parallel",
+            "persistentVolumeClaimRetentionPolicy": policy,
+            "volumeClaimTemplates": [{"metadata": {"name": name},
+                "spec": {"accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "1Gi"}}}}]})
+    };
+    create(
+        &client,
+        "db",
+        2,
+        extra(
+            "data",
+            json!({"whenDeleted": "Delete", "whenScaled": "Delete"}),
+        ),
+    )
+    .await;
+    create(&client, "kept", 1, extra("keep", json!({}))).await;
+    for claim in ["data-db-0", "data-db-1"] {
+        eventually(WAIT, &format!("{claim} owned by the set"), || async {
+            (claim_owners(&client, claim).await? == ["StatefulSet/db"]).then_some(())
+        })
+        .await;
+    }
+    eventually(WAIT, "keep-kept-0 made", || async {
+        claim_owners(&client, "keep-kept-0").await
+    })
+    .await;
+
+    scale::<StatefulSet>(&Api::namespaced(client.clone(), "default"), "db", 1).await;
+    eventually(WAIT, "data-db-1 gone with its pod", || async {
+        claim_owners(&client, "data-db-1")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        claim_owners(&client, "data-db-0").await.as_deref(),
+        Some(&["StatefulSet/db".to_string()][..])
+    );
+
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), "default");
+    for name in ["db", "kept"] {
+        sets.delete(name, &Default::default()).await.unwrap();
+    }
+    eventually(WAIT, "data-db-0 gone with the set", || async {
+        claim_owners(&client, "data-db-0")
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        claim_owners(&client, "keep-kept-0").await,
+        Some(vec![]),
+        "Retain keeps the claim, owned by nothing"
+    );
+    cluster.shutdown().await;
+}

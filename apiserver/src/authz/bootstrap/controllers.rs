@@ -364,7 +364,7 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                         &["controllerrevisions"],
                     ),
                     allow(
-                        &["get", "create", "update", "delete"],
+                        &["get", "list", "watch", "create", "update", "delete"],
                         &[CORE],
                         &["persistentvolumeclaims"],
                     ),
