@@ -491,6 +491,28 @@ fn waiting(pod: &k8s_openapi::api::core::v1::Pod, container: &str) -> Option<(St
     Some((w.reason.unwrap_or_default(), w.message.unwrap_or_default()))
 }
 
+/// Waits (30 s at most) for the warning FailedMount of pod `name` saying
+/// `message`.
+async fn failed_mount(cluster: &TestCluster, name: &str, message: &str) {
+    let selector = format!("involvedObject.kind=Pod,involvedObject.name={name}");
+    eventually(
+        Duration::from_secs(30),
+        &format!("{name}: FailedMount"),
+        || async {
+            events(cluster, &selector)
+                .await
+                .iter()
+                .any(|e| {
+                    e.reason.as_deref() == Some("FailedMount")
+                        && e.type_.as_deref() == Some("Warning")
+                        && e.message.as_deref() == Some(message)
+                })
+                .then_some(())
+        },
+    )
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
     let cluster = TestCluster::start_with(13, |c| {
@@ -655,36 +677,16 @@ async fn containers_that_cannot_start_are_reported_as_a_kubelet_reports_them() {
     .await;
     // The volume that cannot be set up: said in the pod's FailedMount
     // event, the container waiting without a message, as a kubelet's.
-    let unmounted =
-        r#"MountVolume.SetUp failed for volume "cfg" : configmap "missing-cm" not found"#;
-    eventually(Duration::from_secs(30), "the FailedMount event", || async {
-        let selector = "involvedObject.kind=Pod,involvedObject.name=mountless";
-        events(&cluster, selector)
-            .await
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("FailedMount")
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.message.as_deref() == Some(unmounted)
-            })
-            .then_some(())
-    })
+    failed_mount(
+        &cluster,
+        "mountless",
+        r#"MountVolume.SetUp failed for volume "cfg" : configmap "missing-cm" not found"#,
+    )
     .await;
-    let mistyped = "MountVolume.SetUp failed for volume \"sock\" : hostPath type check failed: /etc/hostname is not a socket file";
-    eventually(
-        Duration::from_secs(30),
-        "the hostPath FailedMount",
-        || async {
-            let selector = "involvedObject.kind=Pod,involvedObject.name=wrong-host-path";
-            events(&cluster, selector)
-                .await
-                .iter()
-                .any(|e| {
-                    e.reason.as_deref() == Some("FailedMount")
-                        && e.message.as_deref() == Some(mistyped)
-                })
-                .then_some(())
-        },
+    failed_mount(
+        &cluster,
+        "wrong-host-path",
+        r#"MountVolume.SetUp failed for volume "sock" : hostPath type check failed: /etc/hostname is not a socket file"#,
     )
     .await;
     let mountless = cluster.pods().get("mountless").await.expect("pod");
