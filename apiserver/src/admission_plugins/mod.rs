@@ -1,8 +1,9 @@
 //! Validating admission that depends on who writes: the checks upstream
 //! runs as admission plugins after an object is defaulted and validated and
-//! before it is stored (NodeRestriction, RBAC's escalation checks,
-//! LimitRanger's checks, Pod Security, ValidatingAdmissionPolicy, the
-//! validating admission webhooks, and ResourceQuota last). Each plugin
+//! before it is stored (NodeRestriction, RBAC's escalation checks, the
+//! CertificateSigningRequest signer checks, LimitRanger's checks, Pod
+//! Security, ValidatingAdmissionPolicy, the validating admission webhooks,
+//! and ResourceQuota last). Each plugin
 //! is a module here; [`admit`] runs them in order, and the first refusal
 //! wins. Plugins that have more to say than yes or no leave warnings and
 //! audit annotations in the request's notes. Their settings come from the
@@ -19,6 +20,7 @@
 //! What a plugin must hold until the write is stored (the namespace's quota
 //! lock) it hands back in [`Admitted`].
 
+mod certificates;
 pub(crate) mod config;
 mod default_class;
 pub(crate) mod limit_ranger;
@@ -139,6 +141,7 @@ pub(crate) async fn admit(inner: &Inner, request: &WriteRequest<'_>) -> Result<A
     limit_ranger::validate(inner, request)?;
     pod_security::admit(inner, request).await?;
     rbac_escalation::check(&inner.authorizer, &inner.rbac, request)?;
+    certificates::check(&inner.authorizer, request)?;
     // Upstream's order: built-in plugins, then ValidatingAdmissionPolicy,
     // then validating webhooks, and ResourceQuota last.
     validating_policy::admit(inner, request)?;

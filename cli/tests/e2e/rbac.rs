@@ -323,3 +323,169 @@ fn a_fake_node_gets_nothing_usable() {
         assert!(!text.contains(leak), "the listener saw {leak:?}: {text}");
     }
 }
+
+/// A PEM certificate request for user `cn` in groups `orgs`, and its key.
+fn user_request(cn: &str, orgs: &[&str]) -> (String, String) {
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::default();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, cn);
+    for o in orgs {
+        params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, *o);
+    }
+    let request = params.serialize_request(&key).expect("request");
+    (request.pem().expect("pem"), key.serialize_pem())
+}
+
+/// A CertificateSigningRequest `name` for the kube-apiserver-client signer.
+fn client_csr(name: &str, request_pem: &str, usages: &str) -> String {
+    use base64::Engine;
+    let request = base64::engine::general_purpose::STANDARD.encode(request_pem);
+    format!(
+        r#"{{"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+            "metadata": {{"name": "{name}"}},
+            "spec": {{"request": "{request}", "signerName": "kubernetes.io/kube-apiserver-client",
+              "expirationSeconds": 3600, "usages": {usages}}}}}"#
+    )
+}
+
+/// Upstream's way to give a user a certificate: a request, an approval by
+/// an admin, the cluster's signature, and the certificate authenticates as
+/// the user and groups it names. From the attacker's side: nobody may ask
+/// for `system:masters`; one allowed to approve and write requests but not
+/// for this signer can neither approve nor sign; wrong usages fail instead
+/// of being signed.
+#[test]
+fn a_user_certificate_is_issued_only_through_an_approver_of_its_signer() {
+    let (server, probe) = server_with_probe();
+    let (request, key) = user_request("alice", &["dev"]);
+    server.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        &client_csr("alice", &request, r#"["client auth"]"#),
+    );
+
+    // Allowed to approve requests, but not for this signer: refused.
+    server.kubectl_ok(&[
+        "create",
+        "clusterrole",
+        "csr-approver",
+        "--verb=get,list,update,patch",
+        "--resource=certificatesigningrequests,certificatesigningrequests/approval,certificatesigningrequests/status",
+    ]);
+    server.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        "probe-approves",
+        "--clusterrole=csr-approver",
+        "--serviceaccount=a:probe",
+    ]);
+    let err = refused_as(&probe, &["certificate", "approve", "alice"]);
+    assert_contains(
+        &err,
+        r#"user not permitted to approve requests with signerName "kubernetes.io/kube-apiserver-client""#,
+    );
+    // ...nor may it write a certificate of its own making into the request.
+    let err = refused_as(
+        &probe,
+        &[
+            "patch",
+            "csr",
+            "alice",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            r#"{"status": {"certificate": "bWluZQ=="}}"#,
+        ],
+    );
+    assert_contains(
+        &err,
+        r#"user not permitted to sign requests with signerName "kubernetes.io/kube-apiserver-client""#,
+    );
+
+    // The admin approves; the signer issues; the certificate is alice's.
+    server.kubectl_ok(&["certificate", "approve", "alice"]);
+    let certificate = super::support::eventually(
+        std::time::Duration::from_secs(30),
+        "alice's certificate",
+        || {
+            let pem = server.kubectl_ok(&[
+                "get",
+                "csr",
+                "alice",
+                "-o",
+                "jsonpath={.status.certificate}",
+            ]);
+            (!pem.is_empty()).then_some(pem)
+        },
+    );
+    assert_contains(
+        &server.kubectl_ok(&["get", "csr", "alice"]),
+        "Approved,Issued",
+    );
+    use base64::Engine;
+    let certificate = base64::engine::general_purpose::STANDARD
+        .decode(certificate.trim())
+        .expect("base64");
+    let dir = server.data_dir();
+    std::fs::write(dir.join("alice.crt"), certificate).expect("write");
+    std::fs::write(dir.join("alice.key"), key).expect("write");
+    let kubeconfig = dir.join("alice.kubeconfig");
+    std::fs::copy(server.kubeconfig(), &kubeconfig).expect("copy");
+    let alice = Kubectl::new(&kubeconfig);
+    alice.ok(&[
+        "config",
+        "set-credentials",
+        "alice",
+        &format!("--client-certificate={}", dir.join("alice.crt").display()),
+        &format!("--client-key={}", dir.join("alice.key").display()),
+    ]);
+    alice.ok(&["config", "set-context", "--current", "--user=alice"]);
+    let who = alice.ok(&["auth", "whoami", "-o", "jsonpath={.status.userInfo}"]);
+    assert_contains(&who, r#""username":"alice""#);
+    assert_contains(&who, r#""dev""#);
+    let err = alice.err(&["get", "secrets", "-A"]);
+    assert_contains(&err, r#"User "alice" cannot list resource "secrets""#);
+
+    // Nobody may ask this signer for the cluster admins' group.
+    let (masters, _) = user_request("mallory", &["system:masters"]);
+    let out = server.kubectl_stdin(
+        &["apply", "-f", "-"],
+        &client_csr("mallory", &masters, r#"["client auth"]"#),
+    );
+    assert!(!out.status.success());
+    assert_contains(
+        &String::from_utf8_lossy(&out.stderr),
+        "use of kubernetes.io/kube-apiserver-client signer with system:masters group is not allowed",
+    );
+
+    // A request for server usages is not signed, even approved.
+    let (request, _) = user_request("bob", &["dev"]);
+    server.kubectl_stdin_ok(
+        &["apply", "-f", "-"],
+        &client_csr("bob", &request, r#"["client auth", "server auth"]"#),
+    );
+    server.kubectl_ok(&["certificate", "approve", "bob"]);
+    let failed = super::support::eventually(
+        std::time::Duration::from_secs(30),
+        "bob's request failed",
+        || {
+            let out = server.kubectl_ok(&["get", "csr", "bob"]);
+            out.contains("Failed").then_some(out)
+        },
+    );
+    assert_contains(&failed, "Approved,Failed");
+    let message = server.kubectl_ok(&[
+        "get",
+        "csr",
+        "bob",
+        "-o",
+        r#"jsonpath={.status.conditions[?(@.type=="Failed")].message}"#,
+    ]);
+    assert_contains(
+        &message,
+        "invalid usage for client certificate: server auth",
+    );
+}

@@ -1,4 +1,4 @@
-//! The csrapproving and csrsigning controllers for the two signers skiff
+//! The csrapproving and csrsigning controllers for the signers skiff
 //! serves, with the cluster CA:
 //!
 //! - `kubernetes.io/kubelet-serving` (remote nodes' serving certificates):
@@ -15,6 +15,10 @@
 //!   `certificatesigningrequests/selfnodeclient` (the node itself, renewing)
 //!   or `certificatesigningrequests/nodeclient` (anyone else: by default
 //!   the bootstrap identities).
+//!
+//! - `kubernetes.io/kube-apiserver-client` (users' client certificates):
+//!   never approved here; once a human has, signed
+//!   ([`super::api_server_client`]).
 //!
 //! Approved requests are signed and the certificate written to the status.
 //! A request that does not qualify is left pending for a human (approvers
@@ -41,10 +45,10 @@ use kube::Api;
 use kube::api::PostParams;
 use tracing::Instrument;
 
-use super::kubelet_client;
 use super::kubelet_serving::{
     ClusterSigner, NODE_USER_PREFIX, NODES_GROUP, SIGNER_NAME, names_address, parse_request,
 };
+use super::{api_server_client, kubelet_client};
 use crate::controller_utils::node_addresses;
 use crate::manager::{Context, Stop};
 
@@ -73,6 +77,8 @@ pub async fn run(ctx: Context, mut stop: Stop) {
                 Kind::Serving
             } else if csr.spec.signer_name == kubelet_client::SIGNER_NAME {
                 Kind::Client
+            } else if csr.spec.signer_name == api_server_client::SIGNER_NAME {
+                Kind::User
             } else {
                 continue;
             };
@@ -102,11 +108,15 @@ fn has_condition(csr: &CertificateSigningRequest, kind: &str) -> bool {
         .is_some_and(|c| c.iter().any(|c| c.type_ == kind && c.status == "True"))
 }
 
-/// Which of the two signers a request is for.
+/// Which of the signers a request is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    /// A node's serving certificate.
     Serving,
+    /// A node's client certificate.
     Client,
+    /// A user's client certificate (approved by a human only).
+    User,
 }
 
 async fn reconcile(
@@ -150,6 +160,7 @@ async fn reconcile(
                 }
                 Err(why) => Err(why),
             },
+            Kind::User => Err("a user's certificate waits for a human approver".to_string()),
         };
         match decided {
             Ok(message) => {
@@ -168,16 +179,16 @@ async fn reconcile(
     }
     let pem = String::from_utf8_lossy(&csr.spec.request.0).into_owned();
     let mut updated = csr.clone();
+    let expiration = csr
+        .spec
+        .expiration_seconds
+        .and_then(|s| u64::try_from(s).ok())
+        .map(Duration::from_secs);
     let signed = match kind {
         Kind::Serving => signer.sign_kubelet_serving(&pem).map(|(c, _)| c),
-        Kind::Client => {
-            let expiration = csr
-                .spec
-                .expiration_seconds
-                .and_then(|s| u64::try_from(s).ok())
-                .map(Duration::from_secs);
-            signer.sign_kubelet_client(&pem, expiration).map(|(c, _)| c)
-        }
+        Kind::Client => signer.sign_kubelet_client(&pem, expiration).map(|(c, _)| c),
+        Kind::User => api_server_client::check_usages(usages(csr))
+            .and_then(|()| signer.sign_api_server_client(&pem, expiration)),
     };
     match signed {
         Ok(certificate) => {

@@ -67,7 +67,7 @@ impl ClusterSigner {
 mod tests {
     use super::super::kubelet_serving::{BACKDATE, NODES_GROUP};
     use super::*;
-    use rcgen::{CertificateParams, DnType, IsCa, KeyPair, SanType};
+    use rcgen::SanType;
 
     fn request(cn: &str, orgs: &[&str], sans: Vec<SanType>) -> String {
         super::super::testing::request(cn, orgs, sans, false)
@@ -102,14 +102,14 @@ mod tests {
 
     #[test]
     fn the_certificate_is_a_client_certificate_of_the_asked_lifetime() {
-        let certs = test_ca();
+        let certs = super::super::testing::ca();
         let signer = ClusterSigner::from_pem(&certs.0, &certs.1).unwrap();
         let pem = request("system:node:n1", &[NODES_GROUP], vec![]);
         let (cert, node) = signer
             .sign_kubelet_client(&pem, Some(Duration::from_secs(3600)))
             .unwrap();
         assert_eq!(node, "n1");
-        let der = der_of(&cert);
+        let der = super::super::testing::der_of(&cert);
         let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
         let validity = parsed.validity();
         let secs = validity.not_after.timestamp() - validity.not_before.timestamp();
@@ -120,31 +120,12 @@ mod tests {
         let (cert, _) = signer
             .sign_kubelet_client(&pem, Some(Duration::from_secs(1)))
             .unwrap();
-        let der = der_of(&cert);
+        let der = super::super::testing::der_of(&cert);
         let (_, parsed) = x509_parser::parse_x509_certificate(&der).unwrap();
         let v = parsed.validity();
         assert_eq!(
             v.not_after.timestamp() - v.not_before.timestamp(),
             (MIN_LIFETIME + BACKDATE).as_secs() as i64
         );
-    }
-
-    /// A throwaway CA (certificate PEM, key PEM).
-    fn test_ca() -> (String, String) {
-        let key = KeyPair::generate().unwrap();
-        let mut params = CertificateParams::default();
-        params
-            .distinguished_name
-            .push(DnType::CommonName, "test-ca");
-        params.is_ca = IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let cert = params.self_signed(&key).unwrap();
-        (cert.pem(), key.serialize_pem())
-    }
-
-    fn der_of(pem: &str) -> Vec<u8> {
-        x509_parser::pem::parse_x509_pem(pem.as_bytes())
-            .unwrap()
-            .1
-            .contents
     }
 }

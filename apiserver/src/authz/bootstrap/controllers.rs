@@ -72,12 +72,14 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                         "certificatesigningrequests/approval",
                     ],
                 ),
-                // skiff signs kubelet serving and kubelet client
-                // certificates only.
+                // skiff approves and signs nodes' serving and client
+                // certificates, and signs users' once a human approved.
                 allow(&["approve", "sign"], &[CERTIFICATES], &["signers"]).names(&[
                     "kubernetes.io/kubelet-serving",
                     "kubernetes.io/kube-apiserver-client-kubelet",
                 ]),
+                allow(&["sign"], &[CERTIFICATES], &["signers"])
+                    .names(&["kubernetes.io/kube-apiserver-client"]),
                 allow(&["create"], &[AUTHORIZATION], &["subjectaccessreviews"]),
                 // The approver checks the Node a request names.
                 allow(&["get", "list", "watch"], &[CORE], &["nodes"]),
