@@ -17,7 +17,7 @@ use std::time::Duration;
 use rcgen::{CertificateSigningRequestParams, ExtendedKeyUsagePurpose, IsCa};
 
 use super::kubelet_client::MIN_LIFETIME;
-use super::kubelet_serving::{ClusterSigner, LIFETIME, SignError, leaf_params};
+use super::kubelet_serving::{ClusterSigner, LIFETIME, SignError};
 
 /// The signer's name.
 pub const SIGNER_NAME: &str = "kubernetes.io/kube-apiserver-client";
@@ -54,7 +54,7 @@ impl ClusterSigner {
         csr_pem: &str,
         expiration: Option<Duration>,
     ) -> Result<String, SignError> {
-        let mut csr = CertificateSigningRequestParams::from_pem(csr_pem)
+        let csr = CertificateSigningRequestParams::from_pem(csr_pem)
             .map_err(|e| SignError::Parse(e.to_string()))?;
         if !matches!(csr.params.is_ca, IsCa::NoCa | IsCa::ExplicitNoCa) {
             return Err(SignError::Refused(
@@ -62,15 +62,7 @@ impl ClusterSigner {
             ));
         }
         let lifetime = expiration.map_or(LIFETIME, |d| d.clamp(MIN_LIFETIME, LIFETIME));
-        leaf_params(
-            &mut csr.params,
-            ExtendedKeyUsagePurpose::ClientAuth,
-            lifetime,
-        );
-        let cert = csr
-            .signed_by(&self.issuer)
-            .map_err(|e| SignError::Sign(e.to_string()))?;
-        Ok(cert.pem())
+        self.issue(csr, ExtendedKeyUsagePurpose::ClientAuth, lifetime)
     }
 }
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use rcgen::{CertificateSigningRequestParams, ExtendedKeyUsagePurpose};
 
-use super::kubelet_serving::{ClusterSigner, LIFETIME, SignError, leaf_params, node_request};
+use super::kubelet_serving::{ClusterSigner, LIFETIME, SignError, node_request};
 
 /// The signer name kubelets ask for client certificates with.
 pub const SIGNER_NAME: &str = "kubernetes.io/kube-apiserver-client-kubelet";
@@ -50,16 +50,9 @@ impl ClusterSigner {
     ) -> Result<(String, String), SignError> {
         let (mut csr, node) = parse_request(csr_pem)?;
         let lifetime = expiration.map_or(LIFETIME, |d| d.clamp(MIN_LIFETIME, LIFETIME));
-        leaf_params(
-            &mut csr.params,
-            ExtendedKeyUsagePurpose::ClientAuth,
-            lifetime,
-        );
         csr.params.subject_alt_names.clear();
-        let cert = csr
-            .signed_by(&self.issuer)
-            .map_err(|e| SignError::Sign(e.to_string()))?;
-        Ok((cert.pem(), node))
+        let cert = self.issue(csr, ExtendedKeyUsagePurpose::ClientAuth, lifetime)?;
+        Ok((cert, node))
     }
 }
 

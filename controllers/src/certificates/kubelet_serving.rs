@@ -179,16 +179,24 @@ impl ClusterSigner {
         &self,
         csr_pem: &str,
     ) -> Result<(String, ServingRequest), SignError> {
-        let (mut csr, request) = parse_request(csr_pem)?;
-        leaf_params(
-            &mut csr.params,
-            ExtendedKeyUsagePurpose::ServerAuth,
-            LIFETIME,
-        );
+        let (csr, request) = parse_request(csr_pem)?;
+        let cert = self.issue(csr, ExtendedKeyUsagePurpose::ServerAuth, LIFETIME)?;
+        Ok((cert, request))
+    }
+
+    /// Signs `csr` as a leaf certificate for `purpose` lasting `lifetime`
+    /// (see [`leaf_params`]); returns it as PEM.
+    pub(super) fn issue(
+        &self,
+        mut csr: CertificateSigningRequestParams,
+        purpose: ExtendedKeyUsagePurpose,
+        lifetime: Duration,
+    ) -> Result<String, SignError> {
+        leaf_params(&mut csr.params, purpose, lifetime);
         let cert = csr
             .signed_by(&self.issuer)
             .map_err(|e| SignError::Sign(e.to_string()))?;
-        Ok((cert.pem(), request))
+        Ok(cert.pem())
     }
 }
 
