@@ -3,7 +3,8 @@
 //! all apply the same way: recording Events, reading resource quantities
 //! (adding and printing them), what a ResourceQuota counts, a pod's QoS
 //! class, which of its containers run beside each other (`containers`:
-//! the containers and the sidecars), IPv4 CIDRs, label-selector
+//! the containers and the sidecars), the claims a pod refers to
+//! (`claims`), IPv4 CIDRs, label-selector
 //! matching, whether a pod may be on a node (`placement`: tolerations
 //! against taints, node selector and required node affinity), a Node's
 //! Ready condition (`node_conditions`), which StorageClass or IngressClass
@@ -37,6 +38,7 @@
 
 pub mod amount;
 pub mod cidr;
+pub mod claims;
 pub mod conditions;
 pub mod containers;
 pub mod cron;

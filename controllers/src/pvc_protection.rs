@@ -22,8 +22,7 @@ use skiff_informer::{Action, Cache, HandlerFns, ObjectKey};
 use crate::controller_utils::done_or_gone;
 use crate::manager::{Context, Reconciler, Stop, keyed_by, run_until_stopped};
 
-/// The finalizer this controller adds and removes.
-pub(crate) const FINALIZER: &str = "kubernetes.io/pvc-protection";
+use skiff_common::claims::PROTECTION_FINALIZER as FINALIZER;
 
 /// Why a claim's finalizer could not be changed.
 #[derive(Debug, thiserror::Error)]
@@ -83,21 +82,10 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
 /// The claims `pod` names: its `persistentVolumeClaim` volumes' and the
 /// ones its `ephemeral` volumes own.
 fn claims_of(pod: &Pod) -> Vec<String> {
-    let pod_name = pod.name_any();
     pod.spec
-        .iter()
-        .flat_map(|spec| spec.volumes.iter().flatten())
-        .filter_map(|volume| {
-            if let Some(claim) = &volume.persistent_volume_claim {
-                Some(claim.claim_name.clone())
-            } else {
-                volume
-                    .ephemeral
-                    .as_ref()
-                    .map(|_| format!("{pod_name}-{}", volume.name))
-            }
-        })
-        .collect()
+        .as_ref()
+        .map(|spec| skiff_common::claims::claim_names(&pod.name_any(), spec))
+        .unwrap_or_default()
 }
 
 /// Whether `pod` holds claim `name` (its namespace's) now.

@@ -41,18 +41,15 @@ named_kind! {
     PersistentVolumeClaims = k8s_openapi::api::core::v1::PersistentVolumeClaim;
 }
 
-/// Keeps a claim while a pod uses it (upstream's StorageObjectInUseProtection
-/// admission adds it to every new claim; the `pvc-protection` controller
-/// takes it off once no pod does).
-pub(crate) const CLAIM_PROTECTION_FINALIZER: &str = "kubernetes.io/pvc-protection";
-
 impl KindStrategy for PersistentVolumeClaims {
     fn initial_status(&self) -> InitialStatus {
         InitialStatus::Phase("Pending")
     }
 
     fn on_create(&self, object: &mut Value, _notes: &crate::request_notes::RequestNotes) {
-        crate::object::add_finalizer(object, CLAIM_PROTECTION_FINALIZER);
+        // Upstream's StorageObjectInUseProtection: every new claim is kept
+        // while a pod uses it; the `pvc-protection` controller lets it go.
+        crate::object::add_finalizer(object, skiff_common::claims::PROTECTION_FINALIZER);
     }
 
     fn node_writes(&self) -> NodeWrites {

@@ -227,6 +227,14 @@ async fn claim_owners(client: &Client, name: &str) -> Option<Vec<String>> {
     )
 }
 
+/// Waits until claim `name` is gone (`what` says why it should be).
+async fn claim_gone(client: &Client, name: &str, what: &str) {
+    eventually(WAIT, what, || async {
+        claim_owners(client, name).await.is_none().then_some(())
+    })
+    .await;
+}
+
 /// `persistentVolumeClaimRetentionPolicy` Delete/Delete: the claims are
 /// the set's; a scaled-down pod's claim becomes the pod's and goes with
 /// it; the rest go with the set. Retain (the default) leaves them alone.
@@ -265,13 +273,7 @@ async fn claims_go_with_the_set_or_the_scaled_down_pod_as_the_policy_says() {
     .await;
 
     scale::<StatefulSet>(&Api::namespaced(client.clone(), "default"), "db", 1).await;
-    eventually(WAIT, "data-db-1 gone with its pod", || async {
-        claim_owners(&client, "data-db-1")
-            .await
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    claim_gone(&client, "data-db-1", "data-db-1 gone with its pod").await;
     assert_eq!(
         claim_owners(&client, "data-db-0").await.as_deref(),
         Some(&["StatefulSet/db".to_string()][..])
@@ -281,13 +283,7 @@ async fn claims_go_with_the_set_or_the_scaled_down_pod_as_the_policy_says() {
     for name in ["db", "kept"] {
         sets.delete(name, &Default::default()).await.unwrap();
     }
-    eventually(WAIT, "data-db-0 gone with the set", || async {
-        claim_owners(&client, "data-db-0")
-            .await
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    claim_gone(&client, "data-db-0", "data-db-0 gone with the set").await;
     assert_eq!(
         claim_owners(&client, "keep-kept-0").await,
         Some(vec![]),

@@ -70,15 +70,7 @@ impl VolumeBinding {
 
     /// Claim names the pod's volumes refer to (ephemeral volumes use `<pod>-<volume>`).
     fn claim_names(pod: &PodInfo) -> Vec<String> {
-        let mut claims = Vec::new();
-        for v in pod.spec().volumes.iter().flatten() {
-            if let Some(pvc) = &v.persistent_volume_claim {
-                claims.push(pvc.claim_name.clone());
-            } else if v.ephemeral.is_some() {
-                claims.push(format!("{}-{}", pod.name, v.name));
-            }
-        }
-        claims
+        skiff_common::claims::claim_names(&pod.name, pod.spec())
     }
 
     /// The allowed topologies of an unbound claim's class, if it delays binding.

@@ -20,6 +20,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 pub(crate) const LOCAL_PATH_CLASS: &str = "local-path";
 /// The provisioner name of that class.
 pub(crate) const LOCAL_PATH_PROVISIONER: &str = "skiff.io/local-path";
+/// Names the provisioner that made a volume (the reclaimer removes only
+/// its own).
+pub(crate) const PROVISIONED_BY_ANNOTATION: &str = "pv.kubernetes.io/provisioned-by";
 /// Set by the scheduler on delayed claims once their pod has a node.
 pub(crate) const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
 
@@ -188,7 +191,7 @@ pub(crate) fn provisioned_volume(
         metadata: ObjectMeta {
             name: Some(format!("pvc-{uid}")),
             annotations: Some(BTreeMap::from([(
-                "pv.kubernetes.io/provisioned-by".to_string(),
+                PROVISIONED_BY_ANNOTATION.to_string(),
                 LOCAL_PATH_PROVISIONER.to_string(),
             )])),
             ..Default::default()

@@ -22,7 +22,7 @@ use kube::api::{DeleteParams, ListParams, Preconditions};
 use skiff_informer::SharedInformerFactory;
 use tokio::sync::{Notify, watch};
 
-use super::claims::{LOCAL_PATH_PROVISIONER, volume_path};
+use super::claims::{LOCAL_PATH_PROVISIONER, PROVISIONED_BY_ANNOTATION, volume_path};
 
 /// How often Released volumes are looked at again without a change (a
 /// removal that failed is retried then).
@@ -116,7 +116,7 @@ fn releasable(volume: &PersistentVolume, node: &str) -> bool {
         .metadata
         .annotations
         .as_ref()
-        .and_then(|a| a.get("pv.kubernetes.io/provisioned-by"))
+        .and_then(|a| a.get(PROVISIONED_BY_ANNOTATION))
         .is_some_and(|p| p == LOCAL_PATH_PROVISIONER);
     let Some(spec) = volume.spec.as_ref() else {
         return false;
