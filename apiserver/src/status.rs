@@ -242,10 +242,11 @@ pub enum ApiError {
         causes: Vec<FieldError>,
     },
     /// A JSON patch whose operations could not be applied (a failed
-    /// `test`, a missing path): upstream's generic 422, which names neither
-    /// the object nor the operation.
+    /// `test`, a missing path): upstream's generic 422, whose message names
+    /// neither the object nor the operation; why is its one cause
+    /// (`UnexpectedServerResponse`).
     #[error("the server rejected our request due to an error in our request")]
-    PatchNotApplied,
+    PatchNotApplied(String),
     /// 400 `BadRequest`, with the message given.
     #[error("{0}")]
     BadRequest(String),
@@ -394,7 +395,7 @@ impl ApiError {
             ApiError::AlreadyExists { .. }
             | ApiError::Conflict { .. }
             | ApiError::ApplyConflict { .. } => StatusCode::CONFLICT,
-            ApiError::Invalid { .. } | ApiError::PatchNotApplied => {
+            ApiError::Invalid { .. } | ApiError::PatchNotApplied(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
@@ -426,7 +427,7 @@ impl ApiError {
             ApiError::NotFound { .. } | ApiError::PathNotFound => "NotFound",
             ApiError::AlreadyExists { .. } => "AlreadyExists",
             ApiError::Conflict { .. } | ApiError::ApplyConflict { .. } => "Conflict",
-            ApiError::Invalid { .. } | ApiError::PatchNotApplied => "Invalid",
+            ApiError::Invalid { .. } | ApiError::PatchNotApplied(_) => "Invalid",
             ApiError::BadRequest(_) => "BadRequest",
             ApiError::MethodNotAllowed => "MethodNotAllowed",
             ApiError::Expired(_) | ApiError::ContinueExpired { .. } => "Expired",
@@ -526,7 +527,9 @@ impl ApiError {
             ApiError::ApplyConflict { causes, .. } => {
                 Some(json!({ "causes": causes_json(causes) }))
             }
-            ApiError::PatchNotApplied => Some(json!({})),
+            ApiError::PatchNotApplied(why) => Some(json!({
+                "causes": [{ "reason": "UnexpectedServerResponse", "message": why }]
+            })),
             ApiError::Refused { details, .. } => details.clone().filter(|d| !d.is_null()),
             ApiError::Timeout {
                 retry_after_seconds,

@@ -180,6 +180,13 @@ pub(crate) struct NodeFlags {
           value_parser = log_monitor_interval)]
     pub container_log_monitor_interval: std::time::Duration,
 
+    /// How often running pods' configMap, secret, downwardAPI and projected
+    /// volumes are read again, so an update of their source reaches the
+    /// containers, as the kubelet's flag.
+    #[arg(long, env = "SKIFF_SYNC_FREQUENCY", default_value = "1m",
+          value_parser = sync_frequency)]
+    pub sync_frequency: std::time::Duration,
+
     /// nftables table (family `ip`) of the pod network's masquerade rules.
     #[arg(long, env = "SKIFF_POD_NETWORK_TABLE", default_value = agent::overlay::DEFAULT_TABLE)]
     pub pod_network_table: String,
@@ -218,6 +225,7 @@ impl NodeFlags {
         config.cgroup_root = self.cgroups_per_qos.then(|| self.cgroup_root.clone());
         config.pod_max_pids = (self.pod_max_pids > 0).then_some(self.pod_max_pids);
         config.max_pods = self.max_pods;
+        config.sync_frequency = self.sync_frequency;
         config.log_rotation = agent::pod::log_rotation::LogRotation {
             max_size: self.container_log_max_size,
             max_files: self.container_log_max_files as usize,
@@ -593,6 +601,16 @@ fn log_monitor_interval(text: &str) -> Result<std::time::Duration, String> {
         ));
     }
     Ok(interval)
+}
+
+fn sync_frequency(text: &str) -> Result<std::time::Duration, String> {
+    let every = go_duration(text)?;
+    if every.is_zero() {
+        return Err(format!(
+            "{text:?} is too short: the period must be above 0s"
+        ));
+    }
+    Ok(every)
 }
 
 /// A Go duration (`2m`, `1m30s`, `0s`).

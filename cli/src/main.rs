@@ -145,6 +145,10 @@ mod tests {
         assert_eq!(off.cgroup_root, None);
         assert_eq!(default.pod_max_pids, None);
         assert_eq!(default.max_pods, 110);
+        assert_eq!(default.sync_frequency, std::time::Duration::from_secs(60));
+        let often = server_node_config(&["--sync-frequency", "5s"]).expect("a period");
+        assert_eq!(often.sync_frequency, std::time::Duration::from_secs(5));
+        assert!(server_node_config(&["--sync-frequency", "0s"]).is_err());
         let few = server_node_config(&["--max-pods", "8"]).expect("max pods");
         assert_eq!(few.max_pods, 8);
         assert!(server_node_config(&["--max-pods", "0"]).is_err());

@@ -5,6 +5,7 @@
 //! [`fetch_until`] to wait for what the rules let through. Creating
 //! namespaces needs root, as those tests do.
 
+use std::path::PathBuf;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -52,7 +53,8 @@ pub struct Netns {
     /// How long one [`fetch`](Self::fetch) may take before it counts as
     /// failed (dropped traffic only ends there). 2 s unless changed.
     pub fetch_timeout: Duration,
-    servers: Mutex<Vec<Child>>,
+    /// Each server with the directory it serves, removed with it.
+    servers: Mutex<Vec<(Child, PathBuf)>>,
 }
 
 impl Netns {
@@ -127,7 +129,7 @@ impl Netns {
         self.servers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(child);
+            .push((child, dir));
         for _ in 0..50 {
             if self.fetch(&format!("{ip}:8080")).is_ok() {
                 return;
@@ -173,9 +175,10 @@ impl Netns {
 impl Drop for Netns {
     fn drop(&mut self) {
         let servers = self.servers.get_mut().unwrap_or_else(|e| e.into_inner());
-        for child in servers {
+        for (child, dir) in servers {
             let _ = child.kill();
             let _ = child.wait();
+            let _ = std::fs::remove_dir_all(dir);
         }
         let _ = run(&["ip", "netns", "del", &self.name]);
     }

@@ -451,8 +451,10 @@ pub(super) async fn patch(ctx: Ctx, body: Body) -> Result<Response, ApiError> {
             .map_err(|e| match e {
                 patch::PatchError::Malformed(m) => ApiError::BadRequest(m),
                 // Upstream answers a JSON patch that cannot be applied
-                // with its generic 422, whatever the operation's error.
-                patch::PatchError::Apply(_) if kind == PatchType::Json => ApiError::PatchNotApplied,
+                // with its generic 422, the operation's error its cause.
+                patch::PatchError::Apply(why) if kind == PatchType::Json => {
+                    ApiError::PatchNotApplied(why)
+                }
                 patch::PatchError::Apply(m) => ApiError::Invalid {
                     kind: info.kind.to_string(),
                     group: info.group.to_string(),

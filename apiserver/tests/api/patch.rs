@@ -154,17 +154,22 @@ async fn json_patches_see_the_resource_version_and_can_test_it() {
     assert_eq!(body["data"]["k"], "second");
     assert_ne!(body["metadata"]["resourceVersion"], first);
 
-    // The same guard again is stale now: upstream's generic 422, nothing written.
-    let body = s
+    // The same guard again is stale now: upstream's generic 422, the failed
+    // operation its one cause, nothing written.
+    let mut body = s
         .patch(CM, "application/json-patch+json", guarded(&first, "third"))
         .await
         .expect_failure(422, "Invalid");
+    let causes = body["details"]["causes"].take();
     assert_eq!(
         body,
         json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
             "message": "the server rejected our request due to an error in our request",
-            "reason": "Invalid", "details": {}, "code": 422})
+            "reason": "Invalid", "details": {"causes": null}, "code": 422})
     );
+    assert_eq!(causes[0]["reason"], "UnexpectedServerResponse");
+    let why = causes[0]["message"].as_str().unwrap_or_default();
+    assert!(why.contains("/metadata/resourceVersion"), "{causes}");
     assert_stored_k(&s, "second").await;
 
     // Setting a stale resourceVersion is a precondition that fails with 409.

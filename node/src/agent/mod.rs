@@ -110,6 +110,11 @@ pub struct AgentConfig {
     pub log_rotation: pod::log_rotation::LogRotation,
     /// How many pods the node takes (`--max-pods`).
     pub max_pods: u32,
+    /// How often the content of running pods' configMap, secret,
+    /// downwardAPI and projected volumes is read again, so an update of
+    /// their source reaches the containers (`--sync-frequency`, 1 minute
+    /// as upstream's).
+    pub sync_frequency: Duration,
 }
 
 impl AgentConfig {
@@ -141,6 +146,7 @@ impl AgentConfig {
             pod_max_pids: None,
             log_rotation: Default::default(),
             max_pods: node::host::DEFAULT_MAX_PODS,
+            sync_frequency: Duration::from_secs(60),
         }
     }
 
@@ -419,6 +425,7 @@ async fn run_with_runtime(
         evictions: Default::default(),
         pods: pods.cache().clone(),
         services: services.cache().clone(),
+        volume_resync: config.sync_frequency,
     });
     let stats = Arc::new(
         stats::StatsProvider::new(runtime.clone(), node_name.clone())

@@ -312,3 +312,182 @@ async fn mounts_propagate_between_containers_through_the_host() {
     assert_gone_with_its_mounts(&cluster, "propagation", &pod_dir).await;
     cluster.teardown().await;
 }
+
+/// Execs `cat` of `files` in the container until its output holds every
+/// one of `want`, for up to 30 s; returns the last output.
+async fn read_until(cluster: &TestCluster, id: &str, files: &[&str], want: &[&str]) -> String {
+    let mut cmd = vec!["cat"];
+    cmd.extend_from_slice(files);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, out) = exec(&cluster.cri, id, &cmd).await;
+        if want.iter().all(|w| out.contains(w)) {
+            return out;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "wanted {want:?} in {files:?}, read {out:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn api_sourced_volumes_follow_their_sources_while_the_pod_runs() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::Api;
+    use kube::api::{Patch, PatchParams};
+
+    let cluster = TestCluster::start_with(21, |c| c.sync_frequency = Duration::from_secs(1)).await;
+    cluster
+        .create_configmap(json!({
+            "metadata": {"name": "settings"},
+            "data": {"greeting": "one", "extra": "x"}
+        }))
+        .await;
+    let secrets: Api<Secret> = Api::namespaced(cluster.client.clone(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"}, "stringData": {"pw": "first"}
+    }))
+    .unwrap();
+    secrets.create(&Default::default(), &secret).await.unwrap();
+    // The account the projected token is for (no controller makes it here).
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(cluster.client.clone(), "default");
+    let account = serde_json::from_value(json!({"metadata": {"name": "default"}})).unwrap();
+    accounts
+        .create(&Default::default(), &account)
+        .await
+        .unwrap();
+    let pod = cluster
+        .run_pod(
+            json!({
+                "metadata": {"name": "follower", "labels": {"tier": "a"}},
+                "spec": {
+                    // Only the volumes below (no kube-root-ca.crt here).
+                    "automountServiceAccountToken": false,
+                    "volumes": [
+                        {"name": "cfg", "configMap": {"name": "settings"}},
+                        {"name": "sec", "secret": {"secretName": "creds"}},
+                        {"name": "down", "downwardAPI": {"items": [
+                            {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
+                        {"name": "proj", "projected": {"sources": [
+                            {"configMap": {"name": "settings", "items": [{"key": "greeting", "path": "g"}]}},
+                            {"serviceAccountToken": {"path": "token"}}]}}
+                    ],
+                    "containers": [{
+                        "name": "app", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                        "volumeMounts": [
+                            {"name": "cfg", "mountPath": "/cfg"},
+                            {"name": "cfg", "mountPath": "/pinned", "subPath": "greeting"},
+                            {"name": "sec", "mountPath": "/sec"},
+                            {"name": "down", "mountPath": "/down"},
+                            {"name": "proj", "mountPath": "/proj"}
+                        ]
+                    }]
+                }
+            }),
+            LONG,
+        )
+        .await;
+    let id = container_id(&pod, "app");
+    let (_, listing) = exec(&cluster.cri, &id, &["ls", "-l", "/cfg"]).await;
+    assert!(
+        listing.contains("greeting -> ..data/greeting"),
+        "upstream's layout: {listing}"
+    );
+    let first = read_until(
+        &cluster,
+        &id,
+        &["/cfg/greeting", "/sec/pw", "/down/labels", "/proj/g"],
+        &["one", "first", "tier=\"a\""],
+    )
+    .await;
+    assert!(first.starts_with("onefirsttier=\"a\"one"), "{first}");
+    let (_, token) = exec(&cluster.cri, &id, &["cat", "/proj/token"]).await;
+
+    // Every source changes; a key goes away and one comes.
+    let configmaps: Api<ConfigMap> = Api::namespaced(cluster.client.clone(), "default");
+    configmaps
+        .replace(
+            "settings",
+            &Default::default(),
+            &serde_json::from_value(json!({
+                "metadata": {"name": "settings"},
+                "data": {"greeting": "two", "added": "y"}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let merge = |v| Patch::Merge(v);
+    secrets
+        .patch(
+            "creds",
+            &PatchParams::default(),
+            &merge(json!({"stringData": {"pw": "second"}})),
+        )
+        .await
+        .unwrap();
+    cluster
+        .pods()
+        .patch(
+            "follower",
+            &PatchParams::default(),
+            &merge(json!({"metadata": {"labels": {"tier": "b"}}})),
+        )
+        .await
+        .unwrap();
+    let updated = read_until(
+        &cluster,
+        &id,
+        &[
+            "/cfg/greeting",
+            "/cfg/added",
+            "/sec/pw",
+            "/down/labels",
+            "/proj/g",
+        ],
+        &["twoy", "second", "tier=\"b\""],
+    )
+    .await;
+    assert!(updated.starts_with("twoysecondtier=\"b\"two"), "{updated}");
+    let (code, _) = exec(&cluster.cri, &id, &["test", "-e", "/cfg/extra"]).await;
+    assert_ne!(
+        code, 0,
+        "a key removed from the ConfigMap is gone from the volume"
+    );
+    // A subPath mount pins the file it was made of, as upstream's does.
+    let (_, pinned) = exec(&cluster.cri, &id, &["cat", "/pinned"]).await;
+    assert_eq!(pinned, "one");
+    // Resyncs every second asked for no new token.
+    let (_, token_now) = exec(&cluster.cri, &id, &["cat", "/proj/token"]).await;
+    assert_eq!(token_now, token);
+
+    // The ConfigMap deleted: the running pod keeps what it had, and says why
+    // the volume cannot be brought up to date.
+    configmaps
+        .delete("settings", &Default::default())
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let failed =
+            crate::harness::events(&cluster, "involvedObject.name=follower,reason=FailedMount")
+                .await;
+        if let Some(event) = failed.first() {
+            assert_eq!(
+                event.message.as_deref(),
+                Some(
+                    "MountVolume.SetUp failed for volume \"cfg\" : configmap \"settings\" not found"
+                )
+            );
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no FailedMount event");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let (_, kept) = exec(&cluster.cri, &id, &["cat", "/cfg/greeting"]).await;
+    assert_eq!(kept, "two");
+    cluster.teardown().await;
+}

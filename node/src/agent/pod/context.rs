@@ -58,4 +58,7 @@ pub(crate) struct AgentContext {
     /// Every namespace's Services (the informer's cache), for the
     /// containers' service variables.
     pub services: Arc<skiff_informer::Cache<k8s_openapi::api::core::v1::Service>>,
+    /// How often API-sourced volume content is read again
+    /// ([`super::super::AgentConfig::sync_frequency`]).
+    pub volume_resync: std::time::Duration,
 }

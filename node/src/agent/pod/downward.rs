@@ -79,12 +79,13 @@ pub(crate) fn field_value(
     })
 }
 
-/// `key="value"` lines, sorted by key, as downwardAPI files show maps.
+/// `key="value"` lines, sorted by key, as downwardAPI files show maps
+/// (upstream's: no newline after the last).
 pub(crate) fn format_map(map: Option<&BTreeMap<String, String>>) -> String {
-    map.into_iter()
-        .flatten()
-        .map(|(k, v)| format!("{k}={v:?}\n"))
-        .collect()
+    let lines: Vec<String> = (map.into_iter().flatten())
+        .map(|(k, v)| format!("{k}={v:?}"))
+        .collect();
+    lines.join("\n")
 }
 
 /// The value of `limits.cpu`, `requests.memory`, ... for `container`,
@@ -152,7 +153,7 @@ mod tests {
         assert_eq!(f("metadata.labels['tier']"), "front");
         assert_eq!(f("spec.nodeName"), "n1");
         assert_eq!(f("status.podIP"), "10.42.0.5");
-        assert_eq!(f("metadata.labels"), "app=\"web\"\ntier=\"front\"\n");
+        assert_eq!(f("metadata.labels"), "app=\"web\"\ntier=\"front\"");
         assert!(field_value(&p, "spec.bogus", "", "").is_err());
     }
 

@@ -53,8 +53,9 @@ pub(crate) struct PodState {
     crash: Backoff,
     images: images::PullBackoff,
     probes: ProbeResults,
-    volumes: Option<HashMap<String, PathBuf>>,
-    /// When volume content (service-account tokens) must be written again.
+    volumes: Option<volumes::PreparedVolumes>,
+    /// When API-sourced volume content (ConfigMaps, Secrets, the pod's own
+    /// fields, service-account tokens) must be read again.
     volumes_refresh: Option<Instant>,
     last_status: Option<serde_json::Value>,
     /// When this agent first saw the pod, until it is reported Running
@@ -331,16 +332,20 @@ pub(crate) async fn sync(
             allocatable: &ctx.allocatable,
             node_name: &ctx.node_name,
             storage_dir: &storage_dir,
+            content_resync: ctx.volume_resync,
         };
-        match volumes::prepare(&vctx, pod).await {
+        match volumes::prepare(&vctx, pod, state.volumes.as_ref()).await {
             Ok(v) => {
-                state.volumes = Some(v.paths);
                 state.volumes_refresh = v.refresh_at;
+                state.volumes = Some(v);
             }
             Err(e) if state.volumes.is_some() => {
-                // Running containers keep the old content; try again soon.
+                // Running containers keep the old content, as upstream's
+                // do when a source went away; tried again at the next resync.
                 tracing::warn!(pod = ?pod.metadata.name, error = %e, "refreshing volumes failed");
-                state.volumes_refresh = Some(Instant::now() + SETUP_RETRY);
+                ctx.events
+                    .warning(&object_reference(pod), "FailedMount", "", mount_failure(&e));
+                state.volumes_refresh = Some(Instant::now() + RESYNC);
             }
             Err(e) => {
                 tracing::info!(pod = ?pod.metadata.name, error = %e, "volumes not ready");
@@ -354,7 +359,9 @@ pub(crate) async fn sync(
     if let Some(due) = state.volumes_refresh {
         wake = earliest(wake, due);
     }
-    let volumes = state.volumes.clone().unwrap_or_default();
+    let volumes = (state.volumes.as_ref())
+        .map(|v| v.paths.clone())
+        .unwrap_or_default();
 
     let policy = restart_policy(pod).to_string();
     let sandbox_id = match view.ready_sandbox() {

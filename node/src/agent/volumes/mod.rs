@@ -3,10 +3,15 @@
 //! secret, downwardAPI and service-account tokens bound to the pod) and
 //! persistentVolumeClaim (the bound PV's host directory, see [`claims`]; a
 //! released local-path volume is removed by [`reclaim`]).
-//! Content volumes are written when the worker starts and rewritten when a
-//! token is due for renewal (80 % of its lifetime). Secret and projected
-//! volumes, and emptyDirs of medium `Memory`, are tmpfs mounts, as upstream's.
+//! API-sourced volumes (configMap, secret, downwardAPI, projected) are
+//! written when the worker starts, then read again every `content_resync`
+//! (and when a token is due for renewal, at 80 % of its lifetime); a change
+//! replaces their content at once through [`atomic_writer`]'s `..data`
+//! link, so running containers see updates as upstream's do. Secret and
+//! projected volumes, and emptyDirs of medium `Memory`, are tmpfs mounts,
+//! as upstream's.
 
+pub(crate) mod atomic_writer;
 pub(crate) mod claims;
 pub(crate) mod host_path;
 pub(crate) mod mounts;
@@ -17,8 +22,8 @@ pub(crate) mod sub_path;
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Component, Path, PathBuf};
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{
     ConfigMap, DownwardAPIVolumeFile, KeyToPath, Pod, Secret, Volume,
@@ -27,6 +32,7 @@ use kube::Api;
 
 use crate::agent::pod::downward::{self, NodeAllocatable};
 use crate::agent::pod::env::{self, EnvError};
+use atomic_writer::VolumeFile;
 use claims::{ClaimContext, ClaimError};
 
 /// Why a pod's volumes could not be set up.
@@ -113,6 +119,9 @@ pub(crate) struct VolumeContext<'a> {
     pub node_name: &'a str,
     /// Where provisioned volumes live (`DATA_DIR/storage`).
     pub storage_dir: &'a Path,
+    /// How often the content of configMap, secret, downwardAPI and projected
+    /// volumes is read again (the kubelet's `--sync-frequency`).
+    pub content_resync: Duration,
 }
 
 /// A pod's volumes, ready to mount.
@@ -120,8 +129,25 @@ pub(crate) struct VolumeContext<'a> {
 pub(crate) struct PreparedVolumes {
     /// Each volume's host path.
     pub paths: HashMap<String, PathBuf>,
-    /// When the content must be written again (the earliest token renewal).
+    /// When the content must be read again: the next resync of API-sourced
+    /// content or the earliest token renewal.
     pub refresh_at: Option<Instant>,
+    /// The service-account tokens written, by volume and path: reused by a
+    /// refresh until due, so a resync asks for no new token.
+    tokens: HashMap<(String, String), sa_token::IssuedToken>,
+}
+
+/// Whether the volume's content comes from the API, and so is kept current
+/// while the pod runs (as upstream's kubelet keeps it).
+fn api_sourced(volume: &Volume) -> bool {
+    volume.config_map.is_some()
+        || volume.secret.is_some()
+        || volume.downward_api.is_some()
+        || volume.projected.is_some()
+}
+
+fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
+    Some(a.map_or(b, |a| a.min(b)))
 }
 
 /// Where provisioned volumes live for an agent in `agent_dir`
@@ -131,15 +157,29 @@ pub(crate) fn storage_dir(agent_dir: &Path) -> PathBuf {
 }
 
 /// Sets up every volume of `pod`, returning each volume's host path.
+/// Given what an earlier call prepared, it refreshes: only API-sourced
+/// volumes are read and written again (an update appears in the running
+/// containers), every other volume keeps its path.
 pub(crate) async fn prepare(
     ctx: &VolumeContext<'_>,
     pod: &Pod,
+    previous: Option<&PreparedVolumes>,
 ) -> Result<PreparedVolumes, VolumeError> {
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let base = pod_dir(ctx.agent_dir, uid).join("volumes");
     let mut prepared = PreparedVolumes::default();
     for volume in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-        let path = prepare_one(ctx, pod, &base, volume, &mut prepared.refresh_at).await?;
+        let kept = previous
+            .filter(|_| !api_sourced(volume))
+            .and_then(|p| p.paths.get(&volume.name));
+        let path = match kept {
+            Some(path) => path.clone(),
+            None => prepare_one(ctx, pod, &base, volume, previous, &mut prepared).await?,
+        };
+        if api_sourced(volume) {
+            prepared.refresh_at =
+                earliest(prepared.refresh_at, Instant::now() + ctx.content_resync);
+        }
         prepared.paths.insert(volume.name.clone(), path);
     }
     Ok(prepared)
@@ -150,7 +190,8 @@ async fn prepare_one(
     pod: &Pod,
     base: &Path,
     volume: &Volume,
-    refresh_at: &mut Option<Instant>,
+    previous: Option<&PreparedVolumes>,
+    prepared: &mut PreparedVolumes,
 ) -> Result<PathBuf, VolumeError> {
     let name = volume.name.clone();
     let io_err = |path: &Path| {
@@ -220,7 +261,7 @@ async fn prepare_one(
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))
             .map_err(io_err(&dir))?;
     }
-    let mut files: Vec<(String, Vec<u8>, u32)> = Vec::new();
+    let mut files: Vec<VolumeFile> = Vec::new();
     let single = if let Some(cm) = &volume.config_map {
         Some((
             cm.default_mode,
@@ -261,19 +302,27 @@ async fn prepare_one(
                 );
             }
             if let Some(projection) = &source.service_account_token {
-                let issued = sa_token::request(ctx.client, pod, projection)
-                    .await
-                    .map_err(|source| VolumeError::Token {
-                        volume: name.clone(),
-                        source,
-                    })?;
-                *refresh_at =
-                    Some(refresh_at.map_or(issued.refresh_at, |r| r.min(issued.refresh_at)));
+                let key = (name.clone(), projection.path.clone());
+                let still_fresh = previous
+                    .and_then(|p| p.tokens.get(&key))
+                    .filter(|t| t.refresh_at > Instant::now())
+                    .cloned();
+                let issued = match still_fresh {
+                    Some(token) => token,
+                    None => sa_token::request(ctx.client, pod, projection)
+                        .await
+                        .map_err(|source| VolumeError::Token {
+                            volume: name.clone(),
+                            source,
+                        })?,
+                };
+                prepared.refresh_at = earliest(prepared.refresh_at, issued.refresh_at);
                 files.push((
                     projection.path.clone(),
-                    issued.token.into_bytes(),
+                    issued.token.clone().into_bytes(),
                     default_mode,
                 ));
+                prepared.tokens.insert(key, issued);
             }
         }
     } else {
@@ -336,7 +385,7 @@ impl<'v> Files<'v> {
         namespace: &str,
         pod: &Pod,
         default_mode: u32,
-    ) -> Result<Vec<(String, Vec<u8>, u32)>, EnvError> {
+    ) -> Result<Vec<VolumeFile>, EnvError> {
         match self {
             Self::Keys {
                 of,
@@ -376,7 +425,7 @@ fn select_items(
     data: Option<BTreeMap<String, Vec<u8>>>,
     items: Option<&[KeyToPath]>,
     default_mode: u32,
-) -> Vec<(String, Vec<u8>, u32)> {
+) -> Vec<VolumeFile> {
     let Some(data) = data else {
         return Vec::new();
     };
@@ -400,7 +449,7 @@ fn downward_files(
     pod: &Pod,
     items: &[DownwardAPIVolumeFile],
     default_mode: u32,
-) -> Result<Vec<(String, Vec<u8>, u32)>, EnvError> {
+) -> Result<Vec<VolumeFile>, EnvError> {
     let mut files = Vec::new();
     for item in items {
         let value = if let Some(field) = &item.field_ref {
@@ -427,77 +476,21 @@ fn downward_files(
     Ok(files)
 }
 
-/// Replaces the volume's content with `files` (paths relative to `dir`).
-fn write_files(
-    volume: &str,
-    dir: &Path,
-    files: &[(String, Vec<u8>, u32)],
-) -> Result<(), VolumeError> {
-    let io_err = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| VolumeError::Io {
-            volume: volume.to_string(),
-            path,
-            source,
-        }
-    };
-    // Written beside the files and swapped in, so a running container
-    // never sees half of them: inside the volume once it exists (on its
-    // own file system, a tmpfs for secrets; `..`-names are no item's),
-    // else next to it.
-    let staging = if dir.is_dir() {
-        dir.join("..staging")
-    } else {
-        dir.with_extension("new")
-    };
-    let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).map_err(io_err(&staging))?;
-    for (rel, data, file_mode) in files {
-        let relative = Path::new(rel);
-        let safe = !rel.is_empty()
-            && relative
-                .components()
-                .all(|c| matches!(c, Component::Normal(_)));
-        if !safe {
-            return Err(VolumeError::InvalidPath {
+/// Makes `files` the volume's content (see [`atomic_writer`]).
+fn write_files(volume: &str, dir: &Path, files: &[VolumeFile]) -> Result<(), VolumeError> {
+    atomic_writer::write(dir, files)
+        .map(|_| ())
+        .map_err(|e| match e {
+            atomic_writer::WriteError::InvalidPath(path) => VolumeError::InvalidPath {
                 volume: volume.to_string(),
-                path: rel.clone(),
-            });
-        }
-        let path = staging.join(relative);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(io_err(parent))?;
-        }
-        std::fs::write(&path, data).map_err(io_err(&path))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*file_mode))
-            .map_err(io_err(&path))?;
-    }
-    if dir.exists() {
-        // Replace the content in place: the directory itself may be bind
-        // mounted into a running container.
-        for entry in std::fs::read_dir(dir).map_err(io_err(dir))?.flatten() {
-            let p = entry.path();
-            if p == staging {
-                continue;
-            }
-            let _ = if p.is_dir() {
-                std::fs::remove_dir_all(&p)
-            } else {
-                std::fs::remove_file(&p)
-            };
-        }
-        for entry in std::fs::read_dir(&staging)
-            .map_err(io_err(&staging))?
-            .flatten()
-        {
-            let target = dir.join(entry.file_name());
-            std::fs::rename(entry.path(), &target).map_err(io_err(&target))?;
-        }
-        let _ = std::fs::remove_dir_all(&staging);
-    } else {
-        std::fs::rename(&staging, dir).map_err(io_err(dir))?;
-    }
-    Ok(())
+                path,
+            },
+            atomic_writer::WriteError::Io { path, source } => VolumeError::Io {
+                volume: volume.to_string(),
+                path,
+                source,
+            },
+        })
 }
 
 #[cfg(test)]
@@ -521,20 +514,13 @@ mod tests {
     }
 
     #[test]
-    fn files_are_written_and_replaced_and_paths_cannot_escape() {
+    fn paths_that_escape_are_refused_in_the_volumes_words() {
         let dir = tempfile::tempdir().unwrap();
         let vol = dir.path().join("cfg");
-        write_files("cfg", &vol, &[("x/y".into(), b"one".to_vec(), 0o640)]).unwrap();
-        assert_eq!(std::fs::read(vol.join("x/y")).unwrap(), b"one");
-        let m = std::fs::metadata(vol.join("x/y"))
-            .unwrap()
-            .permissions()
-            .mode();
-        assert_eq!(m & 0o777, 0o640);
-        write_files("cfg", &vol, &[("z".into(), b"two".to_vec(), 0o644)]).unwrap();
-        assert!(!vol.join("x").exists());
-        assert_eq!(std::fs::read(vol.join("z")).unwrap(), b"two");
         let err = write_files("cfg", &vol, &[("../evil".into(), Vec::new(), 0o644)]);
-        assert!(matches!(err, Err(VolumeError::InvalidPath { .. })));
+        assert!(
+            matches!(err, Err(VolumeError::InvalidPath { ref volume, ref path }) if volume == "cfg" && path == "../evil")
+        );
+        assert!(!dir.path().join("evil").exists());
     }
 }
