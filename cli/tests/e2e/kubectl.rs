@@ -255,10 +255,11 @@ fn patch_of_each_type_and_replace() {
         "-p",
         r#"[{"op":"test","path":"/spec/replicas","value":99}]"#,
     ]);
-    // Upstream's generic answer to a JSON patch that cannot be applied.
+    // Upstream's generic 422 to a JSON patch that cannot be applied, which
+    // kubectl shows by its one cause: the operation that failed.
     assert_contains(
         &err,
-        "the server rejected our request due to an error in our request",
+        "The request is invalid: : operation '/0' failed at path '/spec/replicas'",
     );
     let d = json(&server.kubectl_ok(&["get", "deploy", "app", "-o", "json"]));
     assert_eq!(d["spec"]["replicas"], 3, "a failed patch changes nothing");

@@ -4,6 +4,7 @@
 //! each template kept as a ControllerRevision (`kubectl rollout history` and
 //! `undo`); rolling updates within maxUnavailable; status.
 
+mod failed_backoff;
 mod placement;
 mod sync;
 
@@ -37,6 +38,7 @@ pub(crate) async fn run(ctx: Context, stop: Stop) {
         revisions: revisions.cache().clone(),
         expectations: expectations.clone(),
         events: EventRecorder::new(ctx.client.clone(), CONTROLLER),
+        failed_backoff: Default::default(),
     });
     let controller = keyed_by(CONTROLLER, &sets).workers(2);
     let queue = controller.queue().clone();

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
@@ -41,6 +42,8 @@ pub(super) struct Syncer {
     pub revisions: Arc<Cache<ControllerRevision>>,
     pub expectations: Expectations,
     pub events: EventRecorder,
+    /// How soon a failed daemon pod on a node is replaced.
+    pub failed_backoff: super::failed_backoff::FailedPodBackoff,
 }
 
 impl Reconciler for Syncer {
@@ -105,6 +108,7 @@ impl Reconciler for Syncer {
         let mut to_delete: Vec<Arc<Pod>> = Vec::new();
         let mut outdated: Vec<Arc<Pod>> = Vec::new();
         let mut unavailable = 0;
+        let mut retry_after: Option<Duration> = None;
         for node in &nodes {
             let name = node.name_any();
             let mut here: Vec<Arc<Pod>> = by_node.remove(&name).unwrap_or_default();
@@ -116,10 +120,36 @@ impl Reconciler for Syncer {
                 continue;
             }
             status.desired_number_scheduled += 1;
-            // Failed daemon pods are replaced.
+            // Failed daemon pods are replaced: deleted (no sooner than the
+            // node's backoff allows), their successor made once they are gone.
             let (failed, alive): (Vec<_>, Vec<_>) =
                 here.drain(..).partition(|p| phase(p) == "Failed");
-            to_delete.extend(failed);
+            if let Some(first) = failed.first() {
+                match self
+                    .failed_backoff
+                    .allow(&key_str, &name, std::time::Instant::now())
+                {
+                    Ok(()) => {
+                        self.events.warning(
+                            &object_reference(&set),
+                            "FailedDaemonPod",
+                            "",
+                            format!(
+                                "Found failed daemon pod {ns}/{} on node {name}, will try to kill it",
+                                first.name_any()
+                            ),
+                        );
+                        to_delete.extend(failed.iter().cloned());
+                    }
+                    Err(wait) => {
+                        retry_after = Some(retry_after.map_or(wait, |r: Duration| r.min(wait)));
+                    }
+                }
+                if alive.is_empty() {
+                    unavailable += 1;
+                    continue;
+                }
+            }
             let mut alive = alive;
             alive.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
             match alive.first() {
@@ -197,7 +227,13 @@ impl Reconciler for Syncer {
                 return Ok(Action::Done);
             }
         }
-        Ok(requeue_when_available(&pods, min_ready, &at))
+        Ok(
+            match (requeue_when_available(&pods, min_ready, &at), retry_after) {
+                (Action::RequeueAfter(a), Some(b)) => Action::RequeueAfter(a.min(b)),
+                (_, Some(b)) => Action::RequeueAfter(b),
+                (action, None) => action,
+            },
+        )
     }
 }
 

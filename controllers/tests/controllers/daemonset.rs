@@ -152,3 +152,52 @@ async fn one_pod_per_eligible_node_and_rolling_updates() {
     .await;
     cluster.shutdown().await;
 }
+
+/// A node that fails every daemon pod (a kubelet refusing them under disk
+/// pressure) gets its replacements with a growing wait, as upstream's
+/// controller backs off: not one new pod per sync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_daemon_pods_are_replaced_with_a_growing_wait() {
+    use super::workload_helpers::{event_reasons, set_pod_status};
+    let (cluster, client) = TestCluster::start_with_client(&["daemonset"]).await;
+    node(&client, "n1", json!([])).await;
+    let api: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "refused"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "refused"}},
+            "template": template(json!({"app": "refused"}), "agent:1"),
+        }
+    }))
+    .unwrap();
+    let uid = api
+        .create(&PostParams::default(), &ds)
+        .await
+        .unwrap()
+        .uid()
+        .unwrap();
+    // Play a node that fails each pod as soon as it sees it, for 4 s.
+    let mut seen = std::collections::BTreeSet::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(4);
+    while std::time::Instant::now() < until {
+        for pod in live(&client, &uid).await {
+            let failed = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Failed");
+            if seen.insert(pod.name_any()) || !failed {
+                set_pod_status(&client, "default", &pod.name_any(), "Failed", false).await;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // Replaced at once, then after 1 s and after 2 s more: at most four
+    // pods in 4 s (a controller without the wait makes one per sync).
+    assert!(
+        (2..=4).contains(&seen.len()),
+        "daemon pods made in 4 s: {seen:?}"
+    );
+    assert!(
+        event_reasons(&client, "default", "refused")
+            .await
+            .contains(&"FailedDaemonPod".to_string())
+    );
+    cluster.shutdown().await;
+}
