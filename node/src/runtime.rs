@@ -167,6 +167,13 @@ pub trait Runtime: Send + Sync + 'static {
     -> Result<(), RuntimeError>;
     /// Removes a container.
     async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError>;
+    /// Changes a running container's CPU and memory in place (an in-place
+    /// pod resize); the runtime must not restart it to do so.
+    async fn update_container_resources(
+        &self,
+        container_id: &str,
+        resources: &cri_api::LinuxContainerResources,
+    ) -> Result<(), RuntimeError>;
     /// Makes the runtime reopen a running container's log at its path, once
     /// the agent has rotated the old file away.
     async fn reopen_container_log(&self, container_id: &str) -> Result<(), RuntimeError>;

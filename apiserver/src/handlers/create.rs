@@ -86,7 +86,7 @@ pub(crate) async fn admit_new(
     );
     crate::admission_plugins::webhook::mutate(inner, &attributes, object).await?;
     info.strategy.finish_create(object);
-    validated(info, object, None)
+    validated(info, object, None, None)
 }
 
 /// The typed form of `object` once it passes validation (against `old` on
@@ -97,8 +97,9 @@ pub(crate) fn validated(
     info: &ResourceInfo,
     object: &Value,
     old: Option<&Value>,
+    subresource: Option<crate::registry::Subresource>,
 ) -> Result<Value, ApiError> {
-    let errors = crate::validation::validate(info, object, old);
+    let errors = crate::validation::validate(info, object, old, subresource);
     let typed = info
         .roundtrip(object)
         .map_err(|e| cannot_handle(info, &e))?;

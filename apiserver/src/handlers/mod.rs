@@ -312,11 +312,11 @@ async fn route_verb(mut ctx: Ctx, method: Method, body: Body) -> Result<Response
             Err(ApiError::MethodNotAllowed)
         }
         (Method::DELETE, false, None) => delete::delete_collection(ctx, body).await,
-        (Method::GET, true, Some(Status | EphemeralContainers)) => read::get(ctx).await,
-        (Method::PUT, true, Some(Status | Finalize | Approval | EphemeralContainers)) => {
+        (Method::GET, true, Some(Status | EphemeralContainers | Resize)) => read::get(ctx).await,
+        (Method::PUT, true, Some(Status | Finalize | Approval | EphemeralContainers | Resize)) => {
             update::update(ctx, body).await
         }
-        (Method::PATCH, true, Some(Status | Approval | EphemeralContainers)) => {
+        (Method::PATCH, true, Some(Status | Approval | EphemeralContainers | Resize)) => {
             update::patch(ctx, body).await
         }
         (Method::GET, true, Some(Approval)) => read::get(ctx).await,

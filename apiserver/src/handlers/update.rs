@@ -95,7 +95,7 @@ pub(crate) async fn admit_update<'a>(
     if comparable(&new) == comparable(old) {
         return Ok(Next::Done(old.clone()));
     }
-    let mut new = validated(info, &new, Some(old))?;
+    let mut new = validated(info, &new, Some(old), write.subresource)?;
     let admitted = if deletion_step {
         crate::admission_plugins::Admitted::default()
     } else {
@@ -258,6 +258,24 @@ fn written_object(
             let containers = spec_list(&incoming, "ephemeralContainers");
             let mut next = with_field(current, "spec", "ephemeralContainers", containers);
             // New containers are defaulted as any container is.
+            info.strategy.apply_defaults(info, &mut next);
+            next
+        }
+        // Only the containers' resources change (upstream drops whatever
+        // else a resize sends); the pod's resize rules judge them.
+        Some(Subresource::Resize) => {
+            let mut next = current.clone();
+            for list in ["containers", "initContainers"] {
+                for container in crate::object::items_mut(&mut next, &["spec", list]) {
+                    let name = &container["name"];
+                    let sent = incoming["spec"][list]
+                        .as_array()
+                        .and_then(|sent| sent.iter().find(|c| &c["name"] == name));
+                    if let (Some(sent), Some(fields)) = (sent, container.as_object_mut()) {
+                        fields.insert("resources".into(), sent["resources"].clone());
+                    }
+                }
+            }
             info.strategy.apply_defaults(info, &mut next);
             next
         }

@@ -44,7 +44,9 @@ impl KindStrategy for CustomResources {
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        let Written { info, object, old } = *written;
+        let Written {
+            info, object, old, ..
+        } = *written;
         if let Some(custom) = &info.custom {
             errors.extend(custom.validate(object, old));
         }

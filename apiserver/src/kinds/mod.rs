@@ -201,6 +201,9 @@ pub(crate) struct Written<'a> {
     pub object: &'a Value,
     /// The stored object, on updates.
     pub old: Option<&'a Value>,
+    /// The subresource written through, if any (`pods/resize` changes what
+    /// a pod update may change).
+    pub subresource: Option<crate::registry::Subresource>,
 }
 
 /// The rules of one kind. Every method has the behaviour most kinds share

@@ -302,6 +302,7 @@ mod tests {
             info: &info,
             object: &object,
             old: None,
+            subresource: None,
         };
         ResourceQuotas.validate(&written, &mut errors);
         errors.iter().map(FieldError::render).collect()
@@ -383,6 +384,7 @@ mod tests {
             info: &info,
             object: &range,
             old: None,
+            subresource: None,
         };
         LimitRanges.validate(&written, &mut errors);
         let rendered: Vec<String> = errors.iter().map(FieldError::render).collect();

@@ -288,6 +288,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
                 Log,
                 PortForward,
                 Proxy,
+                Resize,
                 Status,
             ])
             .fields(POD_FIELDS)

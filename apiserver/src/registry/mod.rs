@@ -45,6 +45,9 @@ pub enum Subresource {
     /// `pods/ephemeralcontainers`: adds ephemeral containers to a running
     /// pod (what `kubectl debug` writes); nothing else of the pod changes.
     EphemeralContainers,
+    /// `pods/resize`: changes the CPU and memory of a pod's containers in
+    /// place; nothing else of the pod changes.
+    Resize,
     /// `pods/proxy`, `services/proxy`, `nodes/proxy`: any request passed on
     /// to the pod, one of the service's pods, or the node's server.
     Proxy,
@@ -67,6 +70,7 @@ impl Subresource {
             Subresource::Token => "token",
             Subresource::Proxy => "proxy",
             Subresource::EphemeralContainers => "ephemeralcontainers",
+            Subresource::Resize => "resize",
         }
     }
 
@@ -76,7 +80,8 @@ impl Subresource {
             Subresource::Status
             | Subresource::Scale
             | Subresource::Approval
-            | Subresource::EphemeralContainers => &["get", "patch", "update"],
+            | Subresource::EphemeralContainers
+            | Subresource::Resize => &["get", "patch", "update"],
             Subresource::Binding | Subresource::Eviction | Subresource::Token => &["create"],
             Subresource::Finalize => &["update"],
             Subresource::Log => &["get"],

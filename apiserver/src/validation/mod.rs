@@ -58,9 +58,15 @@ pub(crate) fn validate(
     info: &ResourceInfo,
     object: &Value,
     old: Option<&Value>,
+    subresource: Option<crate::registry::Subresource>,
 ) -> Vec<FieldError> {
     let mut errors = validate_metadata(info, object, old);
-    let written = crate::kinds::Written { info, object, old };
+    let written = crate::kinds::Written {
+        info,
+        object,
+        old,
+        subresource,
+    };
     info.strategy.validate(&written, &mut errors);
     errors
 }

@@ -164,6 +164,15 @@ async fn a_node_reports_status_of_and_deletes_only_its_own_pods() {
         )
         .await;
     assert_eq!(code, StatusCode::FORBIDDEN);
+    // Nor give its own pod more CPU and memory than it was admitted with.
+    let (code, _) = n1
+        .call(
+            Method::PATCH,
+            "/api/v1/namespaces/default/pods/mine/resize",
+            Some(json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "64"}}}]}})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::FORBIDDEN);
 
     let eviction =
         json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "theirs"}});

@@ -447,3 +447,123 @@ async fn ephemeral_containers_are_only_added_through_their_subresource() {
         "debugger"
     );
 }
+
+#[tokio::test]
+async fn pods_are_resized_in_place_through_their_subresource_only() {
+    const SMP: &str = "application/strategic-merge-patch+json";
+    let s = TestServer::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let mut burstable = pod("r", Some("n1"));
+    burstable["spec"]["containers"][0]["resources"] = json!({
+        "requests": {"cpu": "100m", "memory": "32Mi"},
+        "limits": {"cpu": "200m", "memory": "64Mi"}});
+    s.created(pods, burstable).await;
+    let resize = format!("{pods}/r/resize");
+
+    // What `kubectl patch --subresource resize` sends: the resources change,
+    // nothing else the patch names does.
+    let patched = s
+        .patch(
+            &resize,
+            SMP,
+            json!({"metadata": {"labels": {"sneaky": "yes"}},
+                   "spec": {"containers": [{"name": "c", "image": "other",
+                       "resources": {"requests": {"cpu": "300m"}, "limits": {"cpu": "1", "memory": "128Mi"}}}]}}),
+        )
+        .await
+        .expect_code(StatusCode::OK);
+    let resources = &patched["spec"]["containers"][0]["resources"];
+    assert_eq!(
+        *resources,
+        json!({"requests": {"cpu": "300m", "memory": "32Mi"}, "limits": {"cpu": "1", "memory": "128Mi"}})
+    );
+    assert_eq!(patched["spec"]["containers"][0]["image"], "i");
+    assert!(
+        patched["metadata"]["labels"]["sneaky"].is_null(),
+        "{patched}"
+    );
+    let read = s.get_ok(&resize).await;
+    assert_eq!(read["kind"], "Pod");
+    assert_eq!(
+        read["spec"]["containers"][0]["resources"]["limits"]["cpu"],
+        "1"
+    );
+
+    // Upstream's rules, in its words; nothing written.
+    let refusals = [
+        (
+            json!({"limits": {"memory": "64Mi"}}),
+            "spec.containers[0].resources.limits[memory]: Forbidden: memory limits cannot be decreased unless resizePolicy is RestartContainer",
+        ),
+        (
+            json!({"requests": {"cpu": "1", "memory": "128Mi"}}),
+            "spec: Invalid value: \"Burstable\": Pod QOS Class may not change as a result of resizing",
+        ),
+        (
+            json!({"requests": {"ephemeral-storage": "1Gi"}}),
+            "spec: Forbidden: only cpu and memory resources are mutable",
+        ),
+    ];
+    for (change, words) in refusals {
+        let body = json!({"spec": {"containers": [{"name": "c", "resources": change}]}});
+        s.patch(&resize, SMP, body)
+            .await
+            .expect_mentions(422, "Invalid", &[words]);
+    }
+    let stored = s.get_ok(&format!("{pods}/r")).await;
+    assert_eq!(stored["spec"]["containers"][0]["resources"], *resources);
+
+    // The main resource still refuses a change of resources.
+    let mut update = stored.clone();
+    update["spec"]["containers"][0]["resources"]["limits"]["cpu"] = json!("2");
+    s.put(&format!("{pods}/r"), update).await.expect_mentions(
+        422,
+        "Invalid",
+        &["Forbidden: pod updates may not change fields"],
+    );
+
+    // A namespace's LimitRange and ResourceQuota hold for a resize as for
+    // a create: no way around them by growing a running pod.
+    s.created(
+        "/api/v1/namespaces/default/limitranges",
+        json!({"metadata": {"name": "lr"}, "spec": {"limits": [
+            {"type": "Container", "max": {"cpu": "2"}}]}}),
+    )
+    .await;
+    s.created(
+        "/api/v1/namespaces/default/resourcequotas",
+        json!({"metadata": {"name": "qq"}, "spec": {"hard": {"requests.cpu": "500m"}}}),
+    )
+    .await;
+    let grow = |requests: &str, limits: &str| {
+        json!({"spec": {"containers": [{"name": "c", "resources":
+            {"requests": {"cpu": requests}, "limits": {"cpu": limits}}}]}})
+    };
+    s.patch(&resize, SMP, grow("300m", "3"))
+        .await
+        .expect_mentions(
+            403,
+            "Forbidden",
+            &["pods \"r\" is forbidden: maximum cpu usage per Container is 2, but limit is 3"],
+        );
+    s.patch(&resize, SMP, grow("600m", "1"))
+        .await
+        .expect_mentions(
+            403,
+            "Forbidden",
+            &["exceeded quota: qq, requested: requests.cpu="],
+        );
+    s.patch(&resize, SMP, grow("400m", "2"))
+        .await
+        .expect_code(StatusCode::OK);
+
+    // Discovery lists it as upstream does.
+    let core = s.get_ok("/api/v1").await;
+    let listed = core["resources"]
+        .as_array()
+        .and_then(|r| r.iter().find(|r| r["name"] == "pods/resize"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(listed["kind"], "Pod");
+    assert_eq!(listed["verbs"], json!(["get", "patch", "update"]));
+}

@@ -252,6 +252,28 @@ impl Runtime for CriRuntime {
         Ok(())
     }
 
+    /// `UpdateContainerResources`, Linux resources only.
+    async fn update_container_resources(
+        &self,
+        container_id: &str,
+        resources: &api::LinuxContainerResources,
+    ) -> Result<(), RuntimeError> {
+        let d = self.timeouts.default;
+        let mut c = self.runtime.clone();
+        let message = api::UpdateContainerResourcesRequest {
+            container_id: container_id.to_string(),
+            linux: Some(resources.clone()),
+            ..Default::default()
+        };
+        Self::call(
+            "UpdateContainerResources",
+            d,
+            c.update_container_resources(message),
+        )
+        .await?;
+        Ok(())
+    }
+
     /// `RemoveContainer` (stops it first if it is running).
     async fn remove_container(&self, container_id: &str) -> Result<(), RuntimeError> {
         let d = self.timeouts.default;

@@ -12,7 +12,7 @@ use skiff_node::images::BUSYBOX_IMAGE;
 
 use crate::harness::{
     TestCluster, assert_terminated, condition, container_id, container_status, exec,
-    init_container_status, phase, release,
+    init_container_status, phase, pod_condition, release,
 };
 
 const LONG: Duration = Duration::from_secs(60);
@@ -454,4 +454,126 @@ async fn wait_sandbox_refused(cluster: &TestCluster, name: &str, needle: &str) {
         })
         .await;
     assert_eq!(phase(&pod), "Pending");
+}
+
+/// What the container's cgroup allows it: CFS quota and memory limit, on
+/// cgroup v2 (`cpu.max`, `memory.max`) or v1.
+async fn cgroup_limits(cluster: &TestCluster, id: &str) -> String {
+    let script = "if [ -f /sys/fs/cgroup/cpu.max ]; then \
+                      read quota period < /sys/fs/cgroup/cpu.max; echo $quota; cat /sys/fs/cgroup/memory.max; \
+                  else cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/memory/memory.limit_in_bytes; fi";
+    let (_, out) = exec(&cluster.cri, id, &["sh", "-c", script]).await;
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pods_are_resized_in_place_and_restarted_only_where_their_policy_says() {
+    use kube::api::{Patch, PatchParams};
+    let cluster = TestCluster::start(22).await;
+    let pod = cluster
+        .run_pod(
+            json!({
+                "metadata": {"name": "resized"},
+                "spec": {
+                    "terminationGracePeriodSeconds": 1,
+                    "containers": [{
+                        "name": "app", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                        "resources": {
+                            "requests": {"cpu": "100m", "memory": "32Mi"},
+                            "limits": {"cpu": "200m", "memory": "64Mi"}},
+                        "resizePolicy": [{"resourceName": "memory", "restartPolicy": "RestartContainer"}]
+                    }]
+                }
+            }),
+            LONG,
+        )
+        .await;
+    let id = container_id(&pod, "app");
+    assert_eq!(cgroup_limits(&cluster, &id).await, "20000 67108864");
+    let resize = |body: serde_json::Value| {
+        let pods = cluster.pods();
+        async move {
+            pods.patch_subresource(
+                "resize",
+                "resized",
+                &PatchParams::default(),
+                &Patch::Strategic(body),
+            )
+            .await
+            .expect("resize")
+        }
+    };
+
+    // CPU in place: the same container, its cgroup changed, the status says so.
+    resize(json!({"spec": {"containers": [{"name": "app",
+        "resources": {"requests": {"cpu": "200m"}, "limits": {"cpu": "500m"}}}]}}))
+    .await;
+    let resized = cluster
+        .wait_pod("resized", LONG, "cpu resized", |p| {
+            container_status(p, "app")
+                .and_then(|s| s.resources.as_ref()?.limits.as_ref()?.get("cpu").cloned())
+                .is_some_and(|q| q.0 == "500m")
+        })
+        .await;
+    let status = container_status(&resized, "app").unwrap();
+    assert_eq!(status.restart_count, 0);
+    assert_eq!(container_id(&resized, "app"), id);
+    assert_eq!(
+        status.allocated_resources.as_ref().unwrap()["cpu"].0,
+        "200m"
+    );
+    assert_eq!(cgroup_limits(&cluster, &id).await, "50000 67108864");
+
+    // Memory with `RestartContainer`: a new instance with the new limit.
+    resize(json!({"spec": {"containers": [{"name": "app",
+        "resources": {"requests": {"memory": "48Mi"}, "limits": {"memory": "96Mi"}}}]}}))
+    .await;
+    let restarted = cluster
+        .wait_pod("resized", LONG, "restarted with more memory", |p| {
+            container_status(p, "app").is_some_and(|s| {
+                s.restart_count == 1 && s.state.as_ref().is_some_and(|st| st.running.is_some())
+            })
+        })
+        .await;
+    let new_id = container_id(&restarted, "app");
+    assert_ne!(new_id, id);
+    assert_eq!(cgroup_limits(&cluster, &new_id).await, "50000 100663296");
+
+    // More than the node has: pending as Infeasible, nothing changes.
+    resize(json!({"spec": {"containers": [{"name": "app",
+        "resources": {"requests": {"cpu": "100"}, "limits": {"cpu": "100"}}}]}}))
+    .await;
+    let pending = cluster
+        .wait_pod("resized", LONG, "PodResizePending", |p| {
+            pod_condition(p, "PodResizePending").is_some()
+        })
+        .await;
+    let condition = pod_condition(&pending, "PodResizePending").unwrap();
+    assert_eq!(condition.reason.as_deref(), Some("Infeasible"));
+    let message = condition.message.clone().unwrap_or_default();
+    assert!(
+        message.starts_with("Node didn't have enough capacity: cpu, requested: 100000, capacity: "),
+        "{message}"
+    );
+    assert_eq!(cgroup_limits(&cluster, &new_id).await, "50000 100663296");
+    let status = container_status(&pending, "app").unwrap();
+    assert_eq!(
+        status.resources.as_ref().unwrap().limits.as_ref().unwrap()["cpu"].0,
+        "500m"
+    );
+
+    // Back within the node: the condition goes, the new values apply.
+    resize(json!({"spec": {"containers": [{"name": "app",
+        "resources": {"requests": {"cpu": "300m"}, "limits": {"cpu": "1"}}}]}}))
+    .await;
+    cluster
+        .wait_pod("resized", LONG, "resize applied", |p| {
+            pod_condition(p, "PodResizePending").is_none()
+                && container_status(p, "app")
+                    .and_then(|s| s.resources.as_ref()?.limits.as_ref()?.get("cpu").cloned())
+                    .is_some_and(|q| q.0 == "1")
+        })
+        .await;
+    assert_eq!(cgroup_limits(&cluster, &new_id).await, "100000 100663296");
+    cluster.teardown().await;
 }

@@ -47,16 +47,20 @@ pub(crate) fn default_pod(inner: &Inner, info: &ResourceInfo, pod: &mut Value) {
     }
 }
 
-/// Refuses a pod create, or a claim create or update, that a LimitRange of
-/// its namespace does not allow; the first such range's errors are the
-/// answer, as upstream's.
+/// Refuses a pod create or resize, or a claim create or update, that a
+/// LimitRange of its namespace does not allow; the first such range's
+/// errors are the answer, as upstream's.
 pub(crate) fn validate(inner: &Inner, request: &WriteRequest<'_>) -> Result<(), ApiError> {
     let info = request.info;
-    let (Some(object), None) = (request.new, request.subresource) else {
+    let resize = request.subresource == Some(crate::registry::Subresource::Resize);
+    let (Some(object), None | Some(crate::registry::Subresource::Resize)) =
+        (request.new, request.subresource)
+    else {
         return Ok(());
     };
     let check: fn(&Value, &Value) -> Vec<String> = match request.operation {
         Operation::Create if is_core(info, "pods") => checks::pod,
+        Operation::Update if resize => checks::pod,
         Operation::Create | Operation::Update if is_core(info, "persistentvolumeclaims") => {
             checks::claim
         }

@@ -52,13 +52,18 @@ pub(crate) fn admit(
     request: &WriteRequest<'_>,
 ) -> Result<Option<ledger::QuotaCharge>, ApiError> {
     let info = request.info;
-    let (Some(object), None, true) = (request.new, request.subresource, info.namespaced) else {
+    // A pod's resize changes what it requests, so it is charged as an
+    // update of its resources, as upstream's quota charges it.
+    let resize = request.subresource == Some(crate::registry::Subresource::Resize);
+    let (Some(object), None | Some(crate::registry::Subresource::Resize), true) =
+        (request.new, request.subresource, info.namespaced)
+    else {
         return Ok(None);
     };
     let evaluator = Evaluator::for_resource(info.group, info.resource);
     let old = match request.operation {
         Operation::Create => None,
-        Operation::Update if evaluator.charges_updates() => request.old,
+        Operation::Update if resize || evaluator.charges_updates() => request.old,
         _ => return Ok(None),
     };
     let Some(namespace) = meta_str(object, "namespace").filter(|ns| !ns.is_empty()) else {

@@ -2,10 +2,12 @@
 //! templates), upstream's DefaultTolerationSeconds, the spec fields an update
 //! may change, graceful deletion, the AppArmor annotations kept in step with
 //! the fields ([`apparmor`]) and the create-time admission that reads the
-//! cluster ([`admission`]).
+//! cluster ([`admission`]), and what an in-place resize may change
+//! ([`resize`]).
 
 mod admission;
 mod apparmor;
+mod resize;
 mod runtime_class;
 
 use async_trait::async_trait;
@@ -14,7 +16,7 @@ use serde_json::{Value, json};
 use super::{InitialStatus, KindStrategy, NodeWrites, PodSecurityCheck, set_default};
 use crate::kinds::Written;
 use crate::object::{items_mut, path_mut};
-use crate::registry::ResourceInfo;
+use crate::registry::{ResourceInfo, Subresource};
 use crate::server::Inner;
 use crate::status::{ApiError, FieldError};
 
@@ -73,7 +75,12 @@ impl KindStrategy for Pods {
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        let Written { info, object, old } = *written;
+        let Written {
+            info,
+            object,
+            old,
+            subresource,
+        } = *written;
         // The stored pod is compared as it reads today, as upstream defaults
         // what it decodes from storage: a default added since it was written
         // is not a change the update made to an immutable field.
@@ -82,6 +89,10 @@ impl KindStrategy for Pods {
             self.apply_defaults(info, &mut o);
             o
         });
+        if let (Some(Subresource::Resize), Some(old)) = (subresource, &old) {
+            resize::validate(object, old, errors);
+            return;
+        }
         crate::validation::workloads::pod(object, old.as_ref(), errors);
         if old.is_none() {
             apparmor::validate_on_create(object, errors);

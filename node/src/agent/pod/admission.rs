@@ -45,17 +45,7 @@ pub(crate) fn admit(
         reason: sysctls::FORBIDDEN_REASON.into(),
         message,
     })?;
-    // What the Node publishes as allocatable (its memory in whole KiB),
-    // what the scheduler fits pods in too.
-    let capacity = [
-        ("cpu", (ctx.allocatable.cpu * 1000.0) as i64),
-        ("memory", (ctx.allocatable.memory as i64 / 1024) * 1024),
-        (
-            "ephemeral-storage",
-            ctx.allocatable.ephemeral_storage as i64,
-        ),
-        ("pods", i64::from(ctx.allocatable.pods)),
-    ];
+    let capacity = capacity(ctx);
     let taken: Vec<&Pod> = on_node
         .iter()
         .map(Arc::as_ref)
@@ -67,6 +57,55 @@ pub(crate) fn admit(
         reason: apparmor::NOT_ADMITTED_REASON.into(),
         message,
     })
+}
+
+/// What the Node publishes as allocatable (its memory in whole KiB), what
+/// the scheduler fits pods in too, in upstream's units.
+fn capacity(ctx: &AgentContext) -> [(&'static str, i64); 4] {
+    [
+        ("cpu", (ctx.allocatable.cpu * 1000.0) as i64),
+        ("memory", (ctx.allocatable.memory as i64 / 1024) * 1024),
+        (
+            "ephemeral-storage",
+            ctx.allocatable.ephemeral_storage as i64,
+        ),
+        ("pods", i64::from(ctx.allocatable.pods)),
+    ]
+}
+
+/// Whether the node takes a running `pod` at what its spec now asks (an
+/// in-place resize): `Infeasible` when the pod alone would not fit the
+/// node, `Deferred` when the other pods on it leave too little for now —
+/// the reasons of upstream's `PodResizePending` condition.
+pub(crate) fn admit_resize(
+    ctx: &AgentContext,
+    pod: &Pod,
+    on_node: &[Arc<Pod>],
+) -> Result<(), Refusal> {
+    let capacity = capacity(ctx);
+    if let Some(short) = shortfall(pod, &[], &capacity) {
+        return Err(Refusal {
+            reason: "Infeasible".into(),
+            message: format!(
+                "Node didn't have enough capacity: {}, requested: {}, capacity: {}",
+                short.name, short.requested, short.capacity
+            ),
+        });
+    }
+    let others: Vec<&Pod> = (on_node.iter().map(Arc::as_ref))
+        .filter(|other| other.metadata.uid != pod.metadata.uid)
+        .filter(|other| {
+            let phase = other.status.as_ref().and_then(|s| s.phase.as_deref());
+            !matches!(phase, Some("Succeeded" | "Failed"))
+        })
+        .collect();
+    match shortfall(pod, &others, &capacity) {
+        Some(short) => Err(Refusal {
+            reason: "Deferred".into(),
+            message: short.message(),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The pods the kubelet admits whatever the pressure: mirror pods and pods
@@ -210,6 +249,35 @@ fn taken_before(other: &Pod, pod: &Pod) -> bool {
 /// millicores, bytes, a count of pods), what it requests and what `taken`
 /// requests stay within it.
 fn fits(pod: &Pod, taken: &[&Pod], capacity: &[(&str, i64)]) -> Result<(), Refusal> {
+    match shortfall(pod, taken, capacity) {
+        Some(short) => Err(Refusal {
+            reason: format!("OutOf{}", short.name),
+            message: short.message(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The first resource `pod` and `taken` together ask more of than
+/// `capacity` has.
+struct Shortfall {
+    name: String,
+    requested: i64,
+    used: i64,
+    capacity: i64,
+}
+
+impl Shortfall {
+    /// Upstream's words for it.
+    fn message(&self) -> String {
+        format!(
+            "Node didn't have enough resource: {}, requested: {}, used: {}, capacity: {}",
+            self.name, self.requested, self.used, self.capacity
+        )
+    }
+}
+
+fn shortfall(pod: &Pod, taken: &[&Pod], capacity: &[(&str, i64)]) -> Option<Shortfall> {
     let requests = |p: &Pod| {
         let mut list = serde_json::to_value(p)
             .map(|v| pod_requests(&v))
@@ -234,15 +302,15 @@ fn fits(pod: &Pod, taken: &[&Pod], capacity: &[(&str, i64)]) -> Result<(), Refus
         }
         let used: i64 = used.iter().map(|list| in_units(list.get(*name))).sum();
         if requested + used > *capacity {
-            return Err(Refusal {
-                reason: format!("OutOf{name}"),
-                message: format!(
-                    "Node didn't have enough resource: {name}, requested: {requested}, used: {used}, capacity: {capacity}"
-                ),
+            return Some(Shortfall {
+                name: name.to_string(),
+                requested,
+                used,
+                capacity: *capacity,
             });
         }
     }
-    Ok(())
+    None
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ pub(crate) mod pleg;
 pub(crate) mod pod_workers;
 pub(crate) mod probes;
 pub(crate) mod pull_secrets;
+pub(crate) mod resize;
 pub(crate) mod runtime_view;
 pub(crate) mod security;
 pub(crate) mod service_env;

@@ -8,6 +8,7 @@ use std::collections::{HashMap, HashSet};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated,
     ContainerStateWaiting, ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodSpec, PodStatus,
+    ResourceRequirements,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -41,6 +42,8 @@ pub(crate) struct Observed {
     /// The node stopped the pod for good on its own (it ran past its
     /// `activeDeadlineSeconds`, it was evicted): it failed, with why.
     pub stopped: Option<NodeStop>,
+    /// Where an in-place resize stands, if one is pending or under way.
+    pub resize: Option<super::resize::ResizeStatus>,
 }
 
 /// Why the node itself stopped a pod for good, in upstream's words.
@@ -265,6 +268,19 @@ fn container_status(
     }
     if observed.terminal {
         terminate(&mut status, latest.is_some(), previous);
+    }
+    // `spec` is the container as the node runs it: its allocated resources
+    // (see `resize`), what upstream reports as both.
+    if let Some(resources) = spec.resources.as_ref().filter(|r| {
+        r.requests.as_ref().is_some_and(|m| !m.is_empty())
+            || r.limits.as_ref().is_some_and(|m| !m.is_empty())
+    }) {
+        status.allocated_resources = resources.requests.clone().filter(|m| !m.is_empty());
+        status.resources = Some(ResourceRequirements {
+            requests: resources.requests.clone(),
+            limits: resources.limits.clone(),
+            ..Default::default()
+        });
     }
     status
 }
@@ -506,6 +522,44 @@ impl ReadinessFacts<'_> {
 
 /// The pod's status. Conditions keep their transition times when their
 /// status does not change; conditions owned by others are kept.
+/// The condition of a resize not admitted (`Infeasible`, `Deferred`).
+const RESIZE_PENDING: &str = "PodResizePending";
+/// The condition of a resize admitted and not yet applied.
+const RESIZE_IN_PROGRESS: &str = "PodResizeInProgress";
+
+/// Upstream's condition for where a resize stands; none once there is no
+/// resize left to apply.
+fn resize_condition(
+    resize: Option<&super::resize::ResizeStatus>,
+    previous: &PodStatus,
+    now: &Time,
+) -> Option<PodCondition> {
+    use super::resize::ResizeStatus;
+    let (type_, reason, message) = match resize? {
+        ResizeStatus::Pending { reason, message } => {
+            (RESIZE_PENDING, Some(reason.clone()), Some(message.clone()))
+        }
+        ResizeStatus::InProgress { error } => (
+            RESIZE_IN_PROGRESS,
+            error.as_ref().map(|_| "Error".to_string()),
+            error.clone(),
+        ),
+    };
+    let old = (previous.conditions.iter().flatten()).find(|c| c.type_ == type_);
+    let transition = match old {
+        Some(o) if o.reason == reason => o.last_transition_time.clone(),
+        _ => Some(now.clone()),
+    };
+    Some(PodCondition {
+        type_: type_.to_string(),
+        status: "True".to_string(),
+        reason,
+        message,
+        last_transition_time: transition,
+        ..Default::default()
+    })
+}
+
 pub(crate) fn pod_status(
     pod: &Pod,
     view: &PodRuntimeView,
@@ -640,10 +694,12 @@ pub(crate) fn pod_status(
         });
     }
     for c in previous.conditions.iter().flatten() {
-        if !conditions.iter().any(|k| k.type_ == c.type_) {
+        let resizing = [RESIZE_PENDING, RESIZE_IN_PROGRESS].contains(&c.type_.as_str());
+        if !resizing && !conditions.iter().any(|k| k.type_ == c.type_) {
             conditions.push(c.clone());
         }
     }
+    conditions.extend(resize_condition(observed.resize.as_ref(), &previous, &now));
     if let Some(stop) = observed.stopped.as_ref().filter(|s| s.disruption) {
         conditions.retain(|c| c.type_ != "DisruptionTarget");
         conditions.push(PodCondition {

@@ -28,6 +28,7 @@ use super::hooks;
 use super::hosts_file;
 use super::images;
 use super::probes::{ProbeKind, ProbeResults};
+use super::resize;
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
 use super::security;
 use super::status::{self, NodeStop, Observed};
@@ -362,6 +363,11 @@ pub(crate) async fn sync(
     let volumes = (state.volumes.as_ref())
         .map(|v| v.paths.clone())
         .unwrap_or_default();
+
+    // In-place resizes: from here on the pod is as the node runs it, each
+    // container with the resources the node allocated to it.
+    let allocated = resize::sync(ctx, pod, &view, &mut observed.resize).await;
+    let pod = &allocated;
 
     let policy = restart_policy(pod).to_string();
     let sandbox_id = match view.ready_sandbox() {
