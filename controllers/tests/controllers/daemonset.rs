@@ -48,6 +48,23 @@ fn pinned(pod: &Pod) -> String {
         .clone()
 }
 
+/// Creates the DaemonSet `name` of pods labelled `app: <name>`; its uid.
+async fn create_set(api: &Api<DaemonSet>, name: &str) -> String {
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {
+            "selector": {"matchLabels": {"app": name}},
+            "template": template(json!({"app": name}), "agent:1"),
+        }
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &ds)
+        .await
+        .unwrap()
+        .uid()
+        .unwrap()
+}
+
 async fn live(client: &Client, uid: &str) -> Vec<Pod> {
     pods_owned_by(client, "default", uid)
         .await
@@ -73,20 +90,7 @@ async fn one_pod_per_eligible_node_and_rolling_updates() {
     )
     .await;
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
-    let ds: DaemonSet = serde_json::from_value(json!({
-        "metadata": {"name": "agent"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "agent"}},
-            "template": template(json!({"app": "agent"}), "agent:1"),
-        }
-    }))
-    .unwrap();
-    let uid = api
-        .create(&PostParams::default(), &ds)
-        .await
-        .unwrap()
-        .uid()
-        .unwrap();
+    let uid = create_set(&api, "agent").await;
     let pods = eventually(WAIT, "pods on n1 and n2", || async {
         let pods = live(&client, &uid).await;
         let nodes: Vec<String> = {
@@ -162,20 +166,7 @@ async fn failed_daemon_pods_are_replaced_with_a_growing_wait() {
     let (cluster, client) = TestCluster::start_with_client(&["daemonset"]).await;
     node(&client, "n1", json!([])).await;
     let api: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
-    let ds: DaemonSet = serde_json::from_value(json!({
-        "metadata": {"name": "refused"},
-        "spec": {
-            "selector": {"matchLabels": {"app": "refused"}},
-            "template": template(json!({"app": "refused"}), "agent:1"),
-        }
-    }))
-    .unwrap();
-    let uid = api
-        .create(&PostParams::default(), &ds)
-        .await
-        .unwrap()
-        .uid()
-        .unwrap();
+    let uid = create_set(&api, "refused").await;
     // Play a node that fails each pod as soon as it sees it, for 4 s.
     let mut seen = std::collections::BTreeSet::new();
     let until = std::time::Instant::now() + std::time::Duration::from_secs(4);
