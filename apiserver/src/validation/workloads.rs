@@ -209,6 +209,7 @@ fn pod_spec_claiming(spec: &Value, path: &str, claimed: &[&str], errors: &mut Ve
             }
             super::pod_volumes::mounts(c, &volumes, &at, errors);
             container_resources(&c["resources"], &format!("{at}.resources"), errors);
+            resize_policy(c, &spec["restartPolicy"], &at, errors);
             container_restart_policy(c, list == "initContainers", &at, errors);
             container_handlers(c, &at, errors);
         }
@@ -221,6 +222,48 @@ fn pod_spec_claiming(spec: &Value, path: &str, claimed: &[&str], errors: &mut Ve
         errors,
     );
     super::security_profiles::pod_spec(spec, path, errors);
+}
+
+/// A container's `resizePolicy`, as upstream rules it: each of `cpu` and
+/// `memory` at most once, with `NotRequired` or `RestartContainer`, and
+/// nothing but `NotRequired` in a pod that never restarts its containers.
+fn resize_policy(c: &Value, pod_restart: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    let path = format!("{at}.resizePolicy");
+    let mut seen = Vec::new();
+    for (i, policy) in c["resizePolicy"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let resource = policy["resourceName"].as_str().unwrap_or_default();
+        if seen.contains(&resource) {
+            errors.push(FieldError::duplicate(format!("{path}[{i}]"), resource));
+        }
+        seen.push(resource);
+        match resource {
+            "cpu" | "memory" => {}
+            "" => errors.push(FieldError::required(&path, "")),
+            other => errors.push(FieldError::not_supported(&path, other, &["cpu", "memory"])),
+        }
+        let restart = policy["restartPolicy"].as_str().unwrap_or_default();
+        match restart {
+            "NotRequired" | "RestartContainer" => {}
+            "" => errors.push(FieldError::required(&path, "")),
+            other => errors.push(FieldError::not_supported(
+                &path,
+                other,
+                &["NotRequired", "RestartContainer"],
+            )),
+        }
+        if pod_restart == "Never" && restart != "NotRequired" {
+            errors.push(FieldError::invalid(
+                &path,
+                restart,
+                "must be 'NotRequired' when `restartPolicy` is 'Never'",
+            ));
+        }
+    }
 }
 
 /// The resources a container may name without a prefix (`hugepages-<size>`

@@ -557,6 +557,24 @@ async fn pods_are_resized_in_place_through_their_subresource_only() {
         .await
         .expect_code(StatusCode::OK);
 
+    // A container's resize policy is checked as upstream checks it.
+    let mut odd = pod("odd", None);
+    odd["spec"]["restartPolicy"] = json!("Never");
+    odd["spec"]["containers"][0]["resizePolicy"] = json!([
+        {"resourceName": "cpu", "restartPolicy": "RestartContainer"},
+        {"resourceName": "cpu", "restartPolicy": "NotRequired"},
+        {"resourceName": "gpu", "restartPolicy": "Sometimes"}]);
+    s.post(pods, odd).await.expect_mentions(
+        422,
+        "Invalid",
+        &[
+            "spec.containers[0].resizePolicy: Invalid value: \"RestartContainer\": must be 'NotRequired' when `restartPolicy` is 'Never'",
+            "spec.containers[0].resizePolicy[1]: Duplicate value: \"cpu\"",
+            "spec.containers[0].resizePolicy: Unsupported value: \"gpu\": supported values: \"cpu\", \"memory\"",
+            "spec.containers[0].resizePolicy: Unsupported value: \"Sometimes\": supported values: \"NotRequired\", \"RestartContainer\"",
+        ],
+    );
+
     // Discovery lists it as upstream does.
     let core = s.get_ok("/api/v1").await;
     let listed = core["resources"]
