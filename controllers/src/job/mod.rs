@@ -9,6 +9,7 @@
 mod indexes;
 mod orphans;
 mod pods;
+mod policies;
 mod sync;
 
 use std::sync::Arc;

@@ -15,6 +15,7 @@ use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::indexes;
 use super::pods::{TRACKING_FINALIZER, has_finalizer, index_of, is_indexed, new_pod};
+use super::policies::{self, Verdict};
 use crate::controller_utils::WriteFailed;
 use crate::controller_utils::{controlled_by, controller_ref, done_or_gone, now, seconds_between};
 use crate::events::{EventRecorder, object_reference};
@@ -183,6 +184,7 @@ impl Reconciler for Syncer {
         );
         let mut new_succeeded = 0;
         let mut new_failed = 0;
+        let mut failed_by_policy: Option<String> = None;
         let mut to_unfinalize: Vec<Arc<Pod>> = Vec::new();
         for pod in &pods {
             let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -212,8 +214,17 @@ impl Reconciler for Syncer {
                     to_unfinalize.push(pod.clone());
                 }
                 Some(false) => {
-                    uncounted.failed.get_or_insert_with(Vec::new).push(pod_uid);
-                    new_failed += 1;
+                    match policies::judge(&job, pod) {
+                        // Not a failure that counts (a disruption, say).
+                        Verdict::Ignore => {}
+                        verdict => {
+                            if let Verdict::FailJob(message) = verdict {
+                                failed_by_policy.get_or_insert(message);
+                            }
+                            uncounted.failed.get_or_insert_with(Vec::new).push(pod_uid);
+                            new_failed += 1;
+                        }
+                    }
                     to_unfinalize.push(pod.clone());
                 }
                 None => {}
@@ -287,7 +298,16 @@ impl Reconciler for Syncer {
                     c.message.clone().unwrap_or_default(),
                 )
             });
-        if failure.is_none() && failed_total + restarts_total > backoff_limit {
+        // Once the Job met its success criteria, pods failing as they are
+        // stopped no longer decide anything.
+        let success_met = is_true(&status, "SuccessCriteriaMet");
+        if failure.is_none()
+            && !success_met
+            && let Some(message) = failed_by_policy
+        {
+            failure = Some(("PodFailurePolicy".into(), message));
+        }
+        if failure.is_none() && !success_met && failed_total + restarts_total > backoff_limit {
             failure = Some((
                 "BackoffLimitExceeded".into(),
                 "Job has reached the specified backoff limit".into(),
@@ -308,8 +328,12 @@ impl Reconciler for Syncer {
                 deadline_left = Some(ads - elapsed);
             }
         }
+        let policy_rule = indexed
+            .then(|| policies::success_rule(&job, &completed))
+            .flatten();
         let success = failure.is_none()
-            && (is_true(&status, "SuccessCriteriaMet")
+            && (success_met
+                || policy_rule.is_some()
                 || match completions {
                     Some(c) => succeeded_total >= c,
                     None => succeeded_total > 0 && active.is_empty(),
@@ -377,16 +401,28 @@ impl Reconciler for Syncer {
                     .warning(&object_reference(&job), reason, "Fail", message.clone());
             }
         } else if success {
-            let msg = "Reached expected number of succeeded pods";
-            set_condition(
-                &mut status,
-                "SuccessCriteriaMet",
-                "True",
-                "CompletionsReached",
-                msg,
-            );
+            // Why it succeeded: as first decided, else the success policy's
+            // rule, else its completions.
+            let (reason, msg) =
+                match condition(&status, "SuccessCriteriaMet").filter(|c| c.status == "True") {
+                    Some(c) => (
+                        c.reason.clone().unwrap_or_default(),
+                        c.message.clone().unwrap_or_default(),
+                    ),
+                    None => match policy_rule {
+                        Some(i) => (
+                            "SuccessPolicy".into(),
+                            format!("Matched rules at index {i}"),
+                        ),
+                        None => (
+                            "CompletionsReached".to_string(),
+                            "Reached expected number of succeeded pods".to_string(),
+                        ),
+                    },
+                };
+            set_condition(&mut status, "SuccessCriteriaMet", "True", &reason, &msg);
             if nothing_running && !is_true(&status, "Complete") {
-                set_condition(&mut status, "Complete", "True", "CompletionsReached", msg);
+                set_condition(&mut status, "Complete", "True", &reason, &msg);
                 status.completion_time = Some(now());
                 self.events.normal(
                     &object_reference(&job),

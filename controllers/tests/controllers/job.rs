@@ -314,3 +314,93 @@ async fn pods_of_a_deleted_job_lose_the_tracking_finalizer() {
     assert!(released.metadata.deletion_timestamp.is_none());
     cluster.shutdown().await;
 }
+
+/// The message of the Job's condition `type_`.
+fn condition_message(job: &Job, type_: &str) -> String {
+    (job.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten()))
+    .find(|c| c.type_ == type_)
+    .and_then(|c| c.message.clone())
+    .unwrap_or_default()
+}
+
+/// Plays the node: pod `name` failed, its container `main` exiting with
+/// `exit`, with the pod `conditions` given.
+async fn fail_pod(client: &Client, name: &str, exit: i32, conditions: Value) {
+    let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let status = json!({"status": {"phase": "Failed", "conditions": conditions,
+        "containerStatuses": [{"name": "main", "image": "busybox", "imageID": "", "ready": false,
+            "restartCount": 0, "state": {"terminated": {"exitCode": exit}}}]}});
+    api.patch_status(name, &Default::default(), &kube::api::Patch::Merge(status))
+        .await
+        .expect("pod status");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_policy_completes_an_indexed_job_once_its_indexes_succeeded() {
+    let (cluster, client, uid) = start_with_job(
+        "early",
+        json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed",
+               "successPolicy": {"rules": [{"succeededIndexes": "0,1"}]}}),
+    )
+    .await;
+    let pods = wait_running(&client, &uid, 3).await;
+    let index = |p: &Pod| p.annotations()["batch.kubernetes.io/job-completion-index"].clone();
+    for pod in pods.iter().filter(|p| index(p) != "2") {
+        set_pod_status(&client, "default", &pod.name_any(), "Succeeded", false).await;
+    }
+    // Index 2 is still running; the rule is met, so it is stopped.
+    let job: Job =
+        wait_for_condition(&client, "early", "Complete", ("True", "SuccessPolicy")).await;
+    assert_eq!(
+        condition_message(&job, "Complete"),
+        "Matched rules at index 0"
+    );
+    assert_eq!(
+        condition(&job, "SuccessCriteriaMet"),
+        Some(("True".into(), "SuccessPolicy".into()))
+    );
+    assert!(running(&pods_owned_by(&client, "default", &uid).await).is_empty());
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_failure_policy_fails_the_job_at_once_or_ignores_the_failure() {
+    let policy = json!({"backoffLimit": 6, "podFailurePolicy": {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+        {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}}]}});
+    let (cluster, client, uid) = start_with_job("strict", policy).await;
+
+    // A disrupted pod does not count: replaced at once, nothing failed.
+    let first = wait_running(&client, &uid, 1).await;
+    let disrupted = json!([{"type": "DisruptionTarget", "status": "True"}]);
+    fail_pod(&client, &first[0].name_any(), 137, disrupted).await;
+    let second = eventually(WAIT, "a replacement", || async {
+        let r = wait_running(&client, &uid, 1).await;
+        (r[0].name_any() != first[0].name_any()).then_some(r)
+    })
+    .await;
+    assert_eq!(
+        get(&client, "strict")
+            .await
+            .status
+            .unwrap()
+            .failed
+            .unwrap_or(0),
+        0
+    );
+
+    // Exit code 42 fails the Job, whatever backoffLimit leaves.
+    fail_pod(&client, &second[0].name_any(), 42, json!([])).await;
+    let job: Job =
+        wait_for_condition(&client, "strict", "Failed", ("True", "PodFailurePolicy")).await;
+    assert_eq!(
+        condition_message(&job, "Failed"),
+        format!(
+            "Container main for pod default/{} failed with exit code 42 matching FailJob rule at index 1",
+            second[0].name_any()
+        )
+    );
+    cluster.shutdown().await;
+}
