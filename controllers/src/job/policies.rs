@@ -4,7 +4,7 @@
 //! (a failed pod's exit codes or conditions fail the whole Job, are
 //! ignored, or count against `backoffLimit` as any failure; GA in 1.31).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::batch::v1::{Job, PodFailurePolicyRule};
 use k8s_openapi::api::core::v1::Pod;
@@ -30,6 +30,33 @@ pub(super) fn success_rule(job: &Job, completed: &BTreeSet<i32>) -> Option<usize
     })
 }
 
+/// The annotation on each pod of a Job with `backoffLimitPerIndex`: how
+/// often its index failed before it.
+pub(super) const INDEX_FAILURE_COUNT: &str = "batch.kubernetes.io/job-index-failure-count";
+
+/// How often each index failed so far (failures the policy ignores aside):
+/// each pod's count from its annotation, one more when it failed itself.
+pub(super) fn index_failures(job: &Job, pods: &[std::sync::Arc<Pod>]) -> BTreeMap<i32, i32> {
+    let completions = job.spec.as_ref().and_then(|s| s.completions).unwrap_or(0);
+    let mut counts = BTreeMap::new();
+    for pod in pods {
+        let Some(index) = super::pods::index_of(pod, completions) else {
+            continue;
+        };
+        let before = (pod.metadata.annotations.as_ref())
+            .and_then(|a| a.get(INDEX_FAILURE_COUNT))
+            .and_then(|n| n.parse::<i32>().ok())
+            .unwrap_or(0);
+        let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+        let failed = (phase == Some("Failed") || pod.metadata.deletion_timestamp.is_some())
+            && judge(job, pod) != Verdict::Ignore;
+        let count = before + i32::from(failed);
+        let entry = counts.entry(index).or_insert(0);
+        *entry = (*entry).max(count);
+    }
+    counts
+}
+
 /// What a failed pod means for its Job under its `podFailurePolicy`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Verdict {
@@ -37,8 +64,9 @@ pub(super) enum Verdict {
     FailJob(String),
     /// The failure does not count against `backoffLimit`.
     Ignore,
-    /// Counted as any failure (also what `FailIndex` does here: skiff does
-    /// not keep per-index backoff limits).
+    /// The pod's index fails for good (with `backoffLimitPerIndex`).
+    FailIndex,
+    /// Counted as any failure.
     Count,
 }
 
@@ -58,6 +86,7 @@ pub(super) fn judge(job: &Job, pod: &Pod) -> Verdict {
         return match rule.action.as_str() {
             "FailJob" => Verdict::FailJob(format!("{what} matching FailJob rule at index {i}")),
             "Ignore" => Verdict::Ignore,
+            "FailIndex" => Verdict::FailIndex,
             _ => Verdict::Count,
         };
     }

@@ -46,6 +46,14 @@ struct ActivePods<'a> {
     active: &'a [Arc<Pod>],
 }
 
+/// An Indexed Job's indexes as a sync sees them: completed, failed for
+/// good, and (with `backoffLimitPerIndex`) how often each failed so far.
+struct Indexes<'a> {
+    completed: &'a BTreeSet<i32>,
+    failed: &'a BTreeSet<i32>,
+    failures: Option<&'a std::collections::BTreeMap<i32, i32>>,
+}
+
 /// What a sync needs, plus per-Job memory: pods whose finalizer this
 /// controller removed (the cache may still show it) and failure backoff.
 pub(super) struct Syncer {
@@ -182,6 +190,12 @@ impl Reconciler for Syncer {
             status.completed_indexes.as_deref(),
             completions.unwrap_or(0),
         );
+        // With `backoffLimitPerIndex`, each index has its own limit: one
+        // that failed more often (or by a FailIndex rule) is not run again.
+        let per_index = spec.backoff_limit_per_index.filter(|_| indexed);
+        let mut failed_indexes =
+            indexes::parse(status.failed_indexes.as_deref(), completions.unwrap_or(0));
+        let index_failures = policies::index_failures(&job, &pods);
         let mut new_succeeded = 0;
         let mut new_failed = 0;
         let mut failed_by_policy: Option<String> = None;
@@ -218,8 +232,16 @@ impl Reconciler for Syncer {
                         // Not a failure that counts (a disruption, say).
                         Verdict::Ignore => {}
                         verdict => {
-                            if let Verdict::FailJob(message) = verdict {
-                                failed_by_policy.get_or_insert(message);
+                            if let Verdict::FailJob(message) = &verdict {
+                                failed_by_policy.get_or_insert(message.clone());
+                            }
+                            if let (Some(limit), Some(i)) =
+                                (per_index, index_of(pod, completions.unwrap_or(0)))
+                            {
+                                let failures = index_failures.get(&i).copied().unwrap_or(1);
+                                if verdict == Verdict::FailIndex || failures > limit {
+                                    failed_indexes.insert(i);
+                                }
                             }
                             uncounted.failed.get_or_insert_with(Vec::new).push(pod_uid);
                             new_failed += 1;
@@ -307,6 +329,28 @@ impl Reconciler for Syncer {
         {
             failure = Some(("PodFailurePolicy".into(), message));
         }
+        if failure.is_none()
+            && !success_met
+            && let Some(max) = spec.max_failed_indexes.filter(|_| per_index.is_some())
+            && failed_indexes.len() as i32 > max
+        {
+            failure = Some((
+                "MaxFailedIndexesExceeded".into(),
+                "Job has exceeded the specified maximal number of failed indexes".into(),
+            ));
+        }
+        // Every index done, some of them failed.
+        let all_done = (0..completions.unwrap_or(0))
+            .all(|i| completed.contains(&i) || failed_indexes.contains(&i));
+        if failure.is_none() && !success_met && !failed_indexes.is_empty() && all_done {
+            failure = Some(("FailedIndexes".into(), "Job has failed indexes".into()));
+        }
+        // Per-index limits replace the Job's own.
+        let backoff_limit = if per_index.is_some() {
+            i32::MAX
+        } else {
+            backoff_limit
+        };
         if failure.is_none() && !success_met && failed_total + restarts_total > backoff_limit {
             failure = Some((
                 "BackoffLimitExceeded".into(),
@@ -361,7 +405,16 @@ impl Reconciler for Syncer {
             to_unfinalize.extend(deleted.iter().cloned());
         } else if self.expectations.satisfied(&key_str) {
             requeue = self
-                .manage(&working, &completed, succeeded_total, parallelism)
+                .manage(
+                    &working,
+                    &Indexes {
+                        completed: &completed,
+                        failed: &failed_indexes,
+                        failures: per_index.map(|_| &index_failures),
+                    },
+                    succeeded_total,
+                    parallelism,
+                )
                 .await?
                 .or(requeue);
         }
@@ -382,6 +435,9 @@ impl Reconciler for Syncer {
         status.terminating = Some(terminating as i32);
         if indexed {
             status.completed_indexes = Some(indexes::format(&completed));
+        }
+        if per_index.is_some() {
+            status.failed_indexes = Some(indexes::format(&failed_indexes));
         }
         if !to_unfinalize.is_empty() {
             status.uncounted_terminated_pods = Some(uncounted.clone());
@@ -497,10 +553,11 @@ impl Syncer {
     async fn manage(
         &self,
         working: &ActivePods<'_>,
-        completed: &BTreeSet<i32>,
+        done: &Indexes<'_>,
         succeeded: i32,
         parallelism: i32,
     ) -> Result<Option<Duration>, WorkloadSyncError> {
+        let completed = done.completed;
         let &ActivePods {
             job,
             key,
@@ -508,10 +565,11 @@ impl Syncer {
             active,
         } = working;
         let completions = job.spec.as_ref().and_then(|s| s.completions);
+        let failed = done.failed.len() as i32;
         let want = match completions {
             None if succeeded > 0 => 0,
             None => parallelism,
-            Some(c) => parallelism.min((c - succeeded).max(0)),
+            Some(c) => parallelism.min((c - succeeded - failed).max(0)),
         } as usize;
         if active.len() > want {
             self.delete_pods(working, active.len() - want).await?;
@@ -528,9 +586,21 @@ impl Syncer {
             let c = completions.unwrap_or(0);
             let running: BTreeSet<i32> = active.iter().filter_map(|p| index_of(p, c)).collect();
             (0..c)
-                .filter(|i| !completed.contains(i) && !running.contains(i))
+                .filter(|i| {
+                    !completed.contains(i) && !done.failed.contains(i) && !running.contains(i)
+                })
                 .take(count)
-                .map(|i| new_pod(job, Some(i)))
+                .map(|i| {
+                    let mut pod = new_pod(job, Some(i));
+                    if let Some(failures) = done.failures {
+                        let before = failures.get(&i).copied().unwrap_or(0);
+                        pod.metadata
+                            .annotations
+                            .get_or_insert_with(Default::default)
+                            .insert(policies::INDEX_FAILURE_COUNT.into(), before.to_string());
+                    }
+                    pod
+                })
                 .collect()
         } else {
             (0..count).map(|_| new_pod(job, None)).collect()

@@ -404,3 +404,67 @@ async fn a_pod_failure_policy_fails_the_job_at_once_or_ignores_the_failure() {
     );
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_index_has_its_own_backoff_limit() {
+    let spec = json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed",
+        "backoffLimitPerIndex": 1,
+        "podFailurePolicy": {"rules": [
+            {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}}]}});
+    let (cluster, client, uid) = start_with_job("per-index", spec).await;
+    let index = |p: &Pod| p.annotations()["batch.kubernetes.io/job-completion-index"].clone();
+    let failures = |p: &Pod| p.annotations()["batch.kubernetes.io/job-index-failure-count"].clone();
+    let pods = wait_running(&client, &uid, 3).await;
+    assert!(pods.iter().all(|p| failures(p) == "0"));
+    let of = |i: &str| pods.iter().find(|p| index(p) == i).unwrap().name_any();
+
+    // Index 0 fails once (within its limit of 1) and runs again, counted;
+    // index 1 fails by a FailIndex rule and never runs again.
+    fail_pod(&client, &of("0"), 1, json!([])).await;
+    fail_pod(&client, &of("1"), 42, json!([])).await;
+    let retried = eventually(
+        std::time::Duration::from_secs(30),
+        "index 0 again",
+        || async {
+            let pods = pods_owned_by(&client, "default", &uid).await;
+            running(&pods)
+                .into_iter()
+                .find(|p| index(p) == "0")
+                .cloned()
+        },
+    )
+    .await;
+    assert_eq!(failures(&retried), "1");
+    let status = get(&client, "per-index").await.status.unwrap();
+    assert_eq!(status.failed_indexes.as_deref(), Some("1"));
+    assert!(
+        running(&pods_owned_by(&client, "default", &uid).await)
+            .iter()
+            .all(|p| index(p) != "1")
+    );
+
+    // The others succeed: the Job fails for its failed index.
+    set_pod_status(&client, "default", &retried.name_any(), "Succeeded", false).await;
+    set_pod_status(&client, "default", &of("2"), "Succeeded", false).await;
+    let job: Job =
+        wait_for_condition(&client, "per-index", "Failed", ("True", "FailedIndexes")).await;
+    let status = job.status.unwrap();
+    assert_eq!(status.completed_indexes.as_deref(), Some("0,2"));
+    assert_eq!(status.failed_indexes.as_deref(), Some("1"));
+
+    // A cap on failed indexes fails the Job as soon as it is passed.
+    let capped = json!({"completions": 2, "parallelism": 2, "completionMode": "Indexed",
+        "backoffLimitPerIndex": 0, "maxFailedIndexes": 0});
+    let capped_uid = create(&client, "capped", capped).await.uid().unwrap();
+    let pods = wait_running(&client, &capped_uid, 2).await;
+    fail_pod(&client, &pods[0].name_any(), 1, json!([])).await;
+    wait_for_condition::<Job>(
+        &client,
+        "capped",
+        "Failed",
+        ("True", "MaxFailedIndexesExceeded"),
+    )
+    .await;
+    assert!(running(&pods_owned_by(&client, "default", &capped_uid).await).is_empty());
+    cluster.shutdown().await;
+}
