@@ -419,6 +419,8 @@ impl Reconciler for Syncer {
                 .or(requeue);
         }
         let still_active = active.len() - deleted.len();
+        // Pods stopped by this sync are terminating too: the Job is Complete
+        // or Failed only once they are gone, as upstream's.
         let terminating = pods
             .iter()
             .filter(|p| {
@@ -426,7 +428,8 @@ impl Reconciler for Syncer {
                     && !matches!(phase(p), "Succeeded" | "Failed")
                     && !has_finalizer(p)
             })
-            .count();
+            .count()
+            + deleted.len();
 
         // 4. Status: first record uncounted pods, then release them, then count.
         let ready = active.iter().filter(|p| is_ready(p)).count() as i32;
@@ -694,44 +697,23 @@ impl Syncer {
         api: &Api<Pod>,
         pods: &[Arc<Pod>],
     ) -> Result<(), WorkloadSyncError> {
+        // Upstream's patch: it removes only the tracking finalizer, whatever
+        // else changed meanwhile (a pod being stopped changes often), so it
+        // needs no fresh copy and meets no conflict.
+        let patch = json!({"metadata": {
+            "$deleteFromPrimitiveList/finalizers": [TRACKING_FINALIZER],
+        }});
         for pod in pods {
-            let remaining = finalizers_but_tracking(pod);
-            let patch = json!({"metadata": {
-                "finalizers": remaining,
-                "resourceVersion": pod.metadata.resource_version,
-            }});
             let result = api
                 .patch(
                     &pod.name_any(),
                     &PatchParams::default(),
-                    &Patch::Merge(patch),
+                    &Patch::Strategic(&patch),
                 )
                 .await;
             match result {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(kube::Error::Api(s)) if s.code == 409 => {
-                    // changed under us: retry with a fresh copy
-                    let fresh = match api.get(&pod.name_any()).await {
-                        Ok(p) => p,
-                        Err(kube::Error::Api(s)) if s.code == 404 => continue,
-                        Err(e) => return Err(Self::api_error(key, "reading a pod", e)),
-                    };
-                    let remaining = finalizers_but_tracking(&fresh);
-                    let patch = json!({"metadata": {"finalizers": remaining}});
-                    match api
-                        .patch(
-                            &pod.name_any(),
-                            &PatchParams::default(),
-                            &Patch::Merge(patch),
-                        )
-                        .await
-                    {
-                        Ok(_) => {}
-                        Err(kube::Error::Api(s)) if s.code == 404 => {}
-                        Err(e) => return Err(Self::api_error(key, "removing a finalizer", e)),
-                    }
-                }
                 Err(e) => return Err(Self::api_error(key, "removing a finalizer", e)),
             }
             lock(&self.finalized)
@@ -786,14 +768,4 @@ impl Syncer {
             Self::api_error(key, "deleting the expired job", e)
         })
     }
-}
-
-/// The pod's finalizers without the Job controller's tracking one.
-fn finalizers_but_tracking(pod: &Pod) -> Vec<&String> {
-    pod.metadata
-        .finalizers
-        .iter()
-        .flatten()
-        .filter(|f| *f != TRACKING_FINALIZER)
-        .collect()
 }

@@ -339,9 +339,15 @@ async fn fail_pod(client: &Client, name: &str, exit: i32, conditions: Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_success_policy_completes_an_indexed_job_once_its_indexes_succeeded() {
+    // Bound to a node, so a stopped pod is terminating for its grace
+    // period (the test plays no node to end it).
+    let mut on_node = template(json!({"app": "early"}), "busybox");
+    on_node["spec"]["restartPolicy"] = json!("Never");
+    on_node["spec"]["nodeName"] = json!("n1");
     let (cluster, client, uid) = start_with_job(
         "early",
         json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed",
+               "backoffLimitPerIndex": 0, "template": on_node,
                "successPolicy": {"rules": [{"succeededIndexes": "0,1"}]}}),
     )
     .await;
@@ -350,7 +356,24 @@ async fn a_success_policy_completes_an_indexed_job_once_its_indexes_succeeded() 
     for pod in pods.iter().filter(|p| index(p) != "2") {
         set_pod_status(&client, "default", &pod.name_any(), "Succeeded", false).await;
     }
-    // Index 2 is still running; the rule is met, so it is stopped.
+    // Index 2 is still running; the rule is met, so it is stopped, and its
+    // end does not count as a failure of its index.
+    let stopped = eventually(WAIT, "index 2 stopped", || async {
+        let pods = pods_owned_by(&client, "default", &uid).await;
+        pods.into_iter()
+            .find(|p| index(p) == "2" && p.metadata.deletion_timestamp.is_some())
+    })
+    .await;
+    // Met, but not Complete while a pod of it is still stopping.
+    let met: Job = wait_for_condition(
+        &client,
+        "early",
+        "SuccessCriteriaMet",
+        ("True", "SuccessPolicy"),
+    )
+    .await;
+    assert_eq!(condition(&met, "Complete"), None);
+    fail_pod(&client, &stopped.name_any(), 137, json!([])).await;
     let job: Job =
         wait_for_condition(&client, "early", "Complete", ("True", "SuccessPolicy")).await;
     assert_eq!(
@@ -362,6 +385,7 @@ async fn a_success_policy_completes_an_indexed_job_once_its_indexes_succeeded() 
         Some(("True".into(), "SuccessPolicy".into()))
     );
     assert!(running(&pods_owned_by(&client, "default", &uid).await).is_empty());
+    assert_eq!(job.status.unwrap().failed_indexes.as_deref(), Some(""));
     cluster.shutdown().await;
 }
 
