@@ -245,6 +245,7 @@ impl KindStrategy for Jobs {
         let Written { object, old, .. } = *written;
         check_template(object, SPEC_TEMPLATE, errors);
         job_restart_policy(object, SPEC_TEMPLATE, errors);
+        crate::validation::job_policies::validate(&object["spec"], errors);
         if let Some(old) = old {
             job_update(old, object, errors);
         }

@@ -558,6 +558,27 @@ async fn job_templates_must_not_restart_always() {
     );
 }
 
+/// The policies a Job runs by are checked when it is written: a failure
+/// policy needs pods that are never restarted in place, FailIndex needs a
+/// per-index limit, and the index rules need an Indexed Job.
+#[tokio::test]
+async fn job_policies_are_refused_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let template = json!({"spec": {"restartPolicy": "OnFailure",
+        "containers": [{"name": "c", "image": "i"}]}});
+    invalid(
+        s.post(
+            "/apis/batch/v1/namespaces/default/jobs",
+            json!({"metadata": {"name": "j"}, "spec": {"template": template,
+                "successPolicy": {"rules": [{"succeededCount": 1}]},
+                "podFailurePolicy": {"rules": [
+                    {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [0]}}]}}}),
+        )
+        .await,
+        "Job.batch \"j\" is invalid: [spec.successPolicy: Invalid value: {\"rules\":[{\"succeededCount\":1}]}: requires indexed completion mode, spec.template.spec.restartPolicy: Invalid value: \"OnFailure\": only \"Never\" is supported when podFailurePolicy is specified, spec.podFailurePolicy.rules[0].action: Invalid value: \"FailIndex\": requires the backoffLimitPerIndex to be set, spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In operator]",
+    );
+}
+
 /// A claim must ask for access and for some storage, as upstream says.
 #[tokio::test]
 async fn a_claim_needs_access_modes_and_a_storage_request() {
