@@ -245,7 +245,7 @@ impl KindStrategy for Jobs {
         let Written { object, old, .. } = *written;
         check_template(object, SPEC_TEMPLATE, errors);
         job_restart_policy(object, SPEC_TEMPLATE, errors);
-        crate::validation::job_policies::validate(&object["spec"], errors);
+        crate::validation::job_policies::validate(&object["spec"], "spec", errors);
         if let Some(old) = old {
             job_update(old, object, errors);
         }
@@ -415,6 +415,11 @@ impl KindStrategy for CronJobs {
         let spec = &object["spec"];
         let old_spec = old.map(|old| &old["spec"]);
         cron_schedule(spec, old_spec, errors);
+        crate::validation::job_policies::validate(
+            &spec["jobTemplate"]["spec"],
+            "spec.jobTemplate.spec",
+            errors,
+        );
         // Only a changed zone is checked: one the zone database has since
         // dropped must not block other updates.
         if old_spec.is_none_or(|old| old["timeZone"] != spec["timeZone"]) {

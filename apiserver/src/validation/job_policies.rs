@@ -11,14 +11,15 @@ use crate::status::FieldError;
 const ACTIONS: &[&str] = &["Count", "FailIndex", "FailJob", "Ignore"];
 const OPERATORS: &[&str] = &["In", "NotIn"];
 
-/// Checks the Job `spec` at `spec`.
-pub(crate) fn validate(spec: &Value, errors: &mut Vec<FieldError>) {
+/// Checks the Job spec `spec`, found at `path` (`spec` in a Job,
+/// `spec.jobTemplate.spec` in a CronJob).
+pub(crate) fn validate(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
     let indexed = spec["completionMode"] == "Indexed";
     let needs_index = |field: &str, errors: &mut Vec<FieldError>| {
         let value = &spec[field];
         if !value.is_null() && !indexed {
             errors.push(FieldError::invalid(
-                format!("spec.{field}"),
+                format!("{path}.{field}"),
                 value.clone(),
                 "requires indexed completion mode",
             ));
@@ -30,7 +31,7 @@ pub(crate) fn validate(spec: &Value, errors: &mut Vec<FieldError>) {
     if let Some(max) = spec["maxFailedIndexes"].as_i64() {
         if spec["backoffLimitPerIndex"].is_null() {
             errors.push(FieldError::required(
-                "spec.backoffLimitPerIndex",
+                format!("{path}.backoffLimitPerIndex"),
                 "when maxFailedIndexes is specified",
             ));
         }
@@ -38,16 +39,16 @@ pub(crate) fn validate(spec: &Value, errors: &mut Vec<FieldError>) {
             && max > completions
         {
             errors.push(FieldError::invalid(
-                "spec.maxFailedIndexes",
+                format!("{path}.maxFailedIndexes"),
                 max,
                 "must be less than or equal to completions",
             ));
         }
     }
-    pod_failure_policy(spec, errors);
+    pod_failure_policy(spec, path, errors);
 }
 
-fn pod_failure_policy(spec: &Value, errors: &mut Vec<FieldError>) {
+fn pod_failure_policy(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
     let Some(rules) = spec["podFailurePolicy"]["rules"].as_array() else {
         return;
     };
@@ -56,13 +57,13 @@ fn pod_failure_policy(spec: &Value, errors: &mut Vec<FieldError>) {
         .unwrap_or_default();
     if restart != "Never" {
         errors.push(FieldError::invalid(
-            "spec.template.spec.restartPolicy",
+            format!("{path}.template.spec.restartPolicy"),
             restart,
             "only \"Never\" is supported when podFailurePolicy is specified",
         ));
     }
     for (i, rule) in rules.iter().enumerate() {
-        let at = format!("spec.podFailurePolicy.rules[{i}]");
+        let at = format!("{path}.podFailurePolicy.rules[{i}]");
         let action = rule["action"].as_str().unwrap_or_default();
         if !ACTIONS.contains(&action) {
             errors.push(FieldError::not_supported(
@@ -144,7 +145,7 @@ mod tests {
 
     fn rendered(spec: Value) -> Vec<String> {
         let mut errors = Vec::new();
-        validate(&spec, &mut errors);
+        validate(&spec, "spec", &mut errors);
         errors.iter().map(FieldError::render).collect()
     }
 

@@ -577,6 +577,16 @@ async fn job_policies_are_refused_in_upstreams_words() {
         .await,
         "Job.batch \"j\" is invalid: [spec.successPolicy: Invalid value: {\"rules\":[{\"succeededCount\":1}]}: requires indexed completion mode, spec.template.spec.restartPolicy: Invalid value: \"OnFailure\": only \"Never\" is supported when podFailurePolicy is specified, spec.podFailurePolicy.rules[0].action: Invalid value: \"FailIndex\": requires the backoffLimitPerIndex to be set, spec.podFailurePolicy.rules[0].onExitCodes.values[0]: Invalid value: 0: must not be 0 for the In operator]",
     );
+    // A CronJob's jobs are held to the same rules, at their place in it.
+    invalid(
+        s.post(
+            "/apis/batch/v1/namespaces/default/cronjobs",
+            json!({"metadata": {"name": "cj"}, "spec": {"schedule": "* * * * *",
+                "jobTemplate": {"spec": {"template": template, "backoffLimitPerIndex": 1}}}}),
+        )
+        .await,
+        "CronJob.batch \"cj\" is invalid: spec.jobTemplate.spec.backoffLimitPerIndex: Invalid value: 1: requires indexed completion mode",
+    );
 }
 
 /// A claim must ask for access and for some storage, as upstream says.
