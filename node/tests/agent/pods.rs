@@ -469,15 +469,18 @@ async fn cgroup_limits(cluster: &TestCluster, id: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn pods_are_resized_in_place_and_restarted_only_where_their_policy_says() {
     use kube::api::{Patch, PatchParams};
-    let cluster = TestCluster::start(22).await;
+    let cluster = TestCluster::start_with(22, |c| c.sync_frequency = Duration::from_secs(1)).await;
     let pod = cluster
         .run_pod(
             json!({
                 "metadata": {"name": "resized"},
                 "spec": {
                     "terminationGracePeriodSeconds": 1,
+                    "volumes": [{"name": "limits", "downwardAPI": {"items": [{"path": "cpu",
+                        "resourceFieldRef": {"containerName": "app", "resource": "limits.cpu", "divisor": "1m"}}]}}],
                     "containers": [{
                         "name": "app", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                        "volumeMounts": [{"name": "limits", "mountPath": "/limits"}],
                         "resources": {
                             "requests": {"cpu": "100m", "memory": "32Mi"},
                             "limits": {"cpu": "200m", "memory": "64Mi"}},
@@ -523,6 +526,19 @@ async fn pods_are_resized_in_place_and_restarted_only_where_their_policy_says() 
         "200m"
     );
     assert_eq!(cgroup_limits(&cluster, &id).await, "50000 67108864");
+    // What the downward API says of the limit follows.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, limit) = exec(&cluster.cri, &id, &["cat", "/limits/cpu"]).await;
+        if limit == "500" {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "limits.cpu reads {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
 
     // Memory with `RestartContainer`: a new instance with the new limit.
     resize(json!({"spec": {"containers": [{"name": "app",

@@ -321,6 +321,12 @@ pub(crate) async fn sync(
         wake = earliest(wake, Instant::now() + left);
     }
 
+    // In-place resizes: from here on the pod is as the node runs it, each
+    // container with the resources the node allocated to it (what its
+    // downward API files say of its limits, too).
+    let allocated = resize::sync(ctx, pod, &view, &mut observed.resize).await;
+    let pod = &allocated;
+
     // Volumes first: a sandbox is only worth starting when they are there.
     let refresh_due = state.volumes_refresh.is_some_and(|t| t <= Instant::now());
     if state.volumes.is_none() || refresh_due {
@@ -363,11 +369,6 @@ pub(crate) async fn sync(
     let volumes = (state.volumes.as_ref())
         .map(|v| v.paths.clone())
         .unwrap_or_default();
-
-    // In-place resizes: from here on the pod is as the node runs it, each
-    // container with the resources the node allocated to it.
-    let allocated = resize::sync(ctx, pod, &view, &mut observed.resize).await;
-    let pod = &allocated;
 
     let policy = restart_policy(pod).to_string();
     let sandbox_id = match view.ready_sandbox() {
