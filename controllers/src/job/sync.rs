@@ -44,6 +44,9 @@ struct ActivePods<'a> {
     key: &'a str,
     api: &'a Api<Pod>,
     active: &'a [Arc<Pod>],
+    /// Pods still terminating that hold their place: with
+    /// `podReplacementPolicy: Failed` a pod is replaced only once it failed.
+    holding: &'a [Arc<Pod>],
 }
 
 /// An Indexed Job's indexes as a sync sees them: completed, failed for
@@ -209,10 +212,16 @@ impl Reconciler for Syncer {
                 to_unfinalize.push(pod.clone());
                 continue;
             }
+            // Under a pod failure policy a pod is judged by how it ended, so
+            // one being stopped is counted only once it has failed.
             let outcome = match phase(pod) {
                 "Succeeded" => Some(true),
                 "Failed" => Some(false),
-                _ if pod.metadata.deletion_timestamp.is_some() => Some(false),
+                _ if pod.metadata.deletion_timestamp.is_some()
+                    && spec.pod_failure_policy.is_none() =>
+                {
+                    Some(false)
+                }
                 _ => None,
             };
             match outcome {
@@ -386,11 +395,23 @@ impl Reconciler for Syncer {
         // 3. Pods.
         let mut requeue = deadline_left.map(|s| Duration::from_secs(s.max(1) as u64));
         let mut deleted: Vec<Arc<Pod>> = Vec::new();
+        let holding: Vec<Arc<Pod>> = if spec.pod_replacement_policy.as_deref() == Some("Failed") {
+            pods.iter()
+                .filter(|p| {
+                    p.metadata.deletion_timestamp.is_some()
+                        && !matches!(phase(p), "Succeeded" | "Failed")
+                })
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
         let working = ActivePods {
             job: &job,
             key: &key_str,
             api: &pod_api,
             active: &active,
+            holding: &holding,
         };
         if failure.is_some() || success || suspended {
             deleted = self.delete_pods(&working, active.len()).await?;
@@ -566,6 +587,7 @@ impl Syncer {
             key,
             api,
             active,
+            holding,
         } = working;
         let completions = job.spec.as_ref().and_then(|s| s.completions);
         let failed = done.failed.len() as i32;
@@ -578,16 +600,19 @@ impl Syncer {
             self.delete_pods(working, active.len() - want).await?;
             return Ok(None);
         }
-        if active.len() == want {
+        let have = active.len() + holding.len();
+        if have >= want {
             return Ok(None);
         }
         if let Some(wait) = self.backoff_left(key) {
             return Ok(Some(wait));
         }
-        let count = (want - active.len()).min(BURST_REPLICAS);
+        let count = (want - have).min(BURST_REPLICAS);
         let new_pods: Vec<Pod> = if is_indexed(job) {
             let c = completions.unwrap_or(0);
-            let running: BTreeSet<i32> = active.iter().filter_map(|p| index_of(p, c)).collect();
+            let running: BTreeSet<i32> = (active.iter().chain(holding))
+                .filter_map(|p| index_of(p, c))
+                .collect();
             (0..c)
                 .filter(|i| {
                     !completed.contains(i) && !done.failed.contains(i) && !running.contains(i)

@@ -492,3 +492,49 @@ async fn each_index_has_its_own_backoff_limit() {
     assert!(running(&pods_owned_by(&client, "default", &capped_uid).await).is_empty());
     cluster.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_a_failure_policy_a_pod_is_replaced_only_once_it_failed() {
+    // Bound to a node, so a deleted pod stays terminating until the test,
+    // playing the node, ends it.
+    let mut on_node = template(json!({"app": "patient"}), "busybox");
+    on_node["spec"]["restartPolicy"] = json!("Never");
+    on_node["spec"]["nodeName"] = json!("n1");
+    let spec = json!({"template": on_node, "podFailurePolicy": {"rules": [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]}});
+    let (cluster, client, uid) = start_with_job("patient", spec).await;
+    let job = get(&client, "patient").await;
+    assert_eq!(
+        job.spec.unwrap().pod_replacement_policy.as_deref(),
+        Some("Failed")
+    );
+    let first = wait_running(&client, &uid, 1).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    pods.delete(&first[0].name_any(), &Default::default())
+        .await
+        .expect("delete");
+    // Still terminating: its place is held, nothing else runs.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let owned = pods_owned_by(&client, "default", &uid).await;
+    assert_eq!(
+        owned.len(),
+        1,
+        "{:?}",
+        owned.iter().map(|p| p.name_any()).collect::<Vec<_>>()
+    );
+    // It ends, disrupted: the failure is ignored and a new pod comes.
+    let disrupted = json!([{"type": "DisruptionTarget", "status": "True"}]);
+    fail_pod(&client, &first[0].name_any(), 137, disrupted).await;
+    let second = wait_running(&client, &uid, 1).await;
+    assert_ne!(second[0].name_any(), first[0].name_any());
+    assert_eq!(
+        get(&client, "patient")
+            .await
+            .status
+            .unwrap()
+            .failed
+            .unwrap_or(0),
+        0
+    );
+    cluster.shutdown().await;
+}
