@@ -522,6 +522,18 @@ async fn pods_are_resized_in_place_through_their_subresource_only() {
         &["Forbidden: pod updates may not change fields"],
     );
 
+    // A user who may edit pods may not resize them (upstream keeps
+    // `pods/resize` out of the edit role): a cluster admin grants it.
+    s.grant("editor", "edit").await;
+    let editor = s.as_user(UserInfo::new("editor", Vec::<String>::new()));
+    let grown =
+        json!({"spec": {"containers": [{"name": "c", "resources": {"limits": {"cpu": "2"}}}]}});
+    editor.patch(&resize, SMP, grown).await.expect_mentions(
+        403,
+        "Forbidden",
+        &["User \"editor\" cannot patch resource \"pods/resize\" in API group \"\" in the namespace \"default\""],
+    );
+
     // A namespace's LimitRange and ResourceQuota hold for a resize as for
     // a create: no way around them by growing a running pod.
     s.created(
