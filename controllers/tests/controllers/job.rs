@@ -446,8 +446,10 @@ async fn each_index_has_its_own_backoff_limit() {
     // index 1 fails by a FailIndex rule and never runs again.
     fail_pod(&client, &of("0"), 1, json!([])).await;
     fail_pod(&client, &of("1"), 42, json!([])).await;
+    // After the Job-wide failure backoff: 10 s, or 20 s when the two
+    // failures were counted in two syncs (skiff keeps no per-index delay).
     let retried = eventually(
-        std::time::Duration::from_secs(30),
+        std::time::Duration::from_secs(60),
         "index 0 again",
         || async {
             let pods = pods_owned_by(&client, "default", &uid).await;
