@@ -330,41 +330,35 @@ impl Reconciler for Syncer {
                 )
             });
         // Once the Job met its success criteria, pods failing as they are
-        // stopped no longer decide anything.
+        // stopped no longer decide anything. (With `backoffLimitPerIndex`
+        // the API defaults `backoffLimit` to i32::MAX: only the per-index
+        // rules fail such a Job.)
         let success_met = is_true(&status, "SuccessCriteriaMet");
-        if failure.is_none()
-            && !success_met
-            && let Some(message) = failed_by_policy
-        {
-            failure = Some(("PodFailurePolicy".into(), message));
-        }
-        if failure.is_none()
-            && !success_met
-            && let Some(max) = spec.max_failed_indexes.filter(|_| per_index.is_some())
-            && failed_indexes.len() as i32 > max
-        {
-            failure = Some((
-                "MaxFailedIndexesExceeded".into(),
-                "Job has exceeded the specified maximal number of failed indexes".into(),
-            ));
-        }
-        // Every index done, some of them failed.
-        let all_done = (0..completions.unwrap_or(0))
-            .all(|i| completed.contains(&i) || failed_indexes.contains(&i));
-        if failure.is_none() && !success_met && !failed_indexes.is_empty() && all_done {
-            failure = Some(("FailedIndexes".into(), "Job has failed indexes".into()));
-        }
-        // Per-index limits replace the Job's own.
-        let backoff_limit = if per_index.is_some() {
-            i32::MAX
-        } else {
-            backoff_limit
-        };
-        if failure.is_none() && !success_met && failed_total + restarts_total > backoff_limit {
-            failure = Some((
-                "BackoffLimitExceeded".into(),
-                "Job has reached the specified backoff limit".into(),
-            ));
+        if failure.is_none() && !success_met {
+            let all_done = (0..completions.unwrap_or(0))
+                .all(|i| completed.contains(&i) || failed_indexes.contains(&i));
+            let too_many_failed = spec
+                .max_failed_indexes
+                .filter(|_| per_index.is_some())
+                .is_some_and(|max| failed_indexes.len() as i32 > max);
+            failure = if let Some(message) = failed_by_policy {
+                Some(("PodFailurePolicy", message))
+            } else if too_many_failed {
+                Some((
+                    "MaxFailedIndexesExceeded",
+                    "Job has exceeded the specified maximal number of failed indexes".into(),
+                ))
+            } else if !failed_indexes.is_empty() && all_done {
+                Some(("FailedIndexes", "Job has failed indexes".into()))
+            } else if failed_total + restarts_total > backoff_limit {
+                Some((
+                    "BackoffLimitExceeded",
+                    "Job has reached the specified backoff limit".into(),
+                ))
+            } else {
+                None
+            }
+            .map(|(reason, message)| (reason.to_string(), message));
         }
         let mut deadline_left = None;
         if failure.is_none()
@@ -395,23 +389,26 @@ impl Reconciler for Syncer {
         // 3. Pods.
         let mut requeue = deadline_left.map(|s| Duration::from_secs(s.max(1) as u64));
         let mut deleted: Vec<Arc<Pod>> = Vec::new();
-        let holding: Vec<Arc<Pod>> = if spec.pod_replacement_policy.as_deref() == Some("Failed") {
-            pods.iter()
-                .filter(|p| {
-                    p.metadata.deletion_timestamp.is_some()
-                        && !matches!(phase(p), "Succeeded" | "Failed")
-                })
-                .cloned()
-                .collect()
+        // Pods being stopped that have not ended yet.
+        let stopping: Vec<Arc<Pod>> = pods
+            .iter()
+            .filter(|p| {
+                p.metadata.deletion_timestamp.is_some()
+                    && !matches!(phase(p), "Succeeded" | "Failed")
+            })
+            .cloned()
+            .collect();
+        let holding: &[Arc<Pod>] = if spec.pod_replacement_policy.as_deref() == Some("Failed") {
+            &stopping
         } else {
-            Vec::new()
+            &[]
         };
         let working = ActivePods {
             job: &job,
             key: &key_str,
             api: &pod_api,
             active: &active,
-            holding: &holding,
+            holding,
         };
         if failure.is_some() || success || suspended {
             deleted = self.delete_pods(&working, active.len()).await?;
@@ -442,15 +439,7 @@ impl Reconciler for Syncer {
         let still_active = active.len() - deleted.len();
         // Pods stopped by this sync are terminating too: the Job is Complete
         // or Failed only once they are gone, as upstream's.
-        let terminating = pods
-            .iter()
-            .filter(|p| {
-                p.metadata.deletion_timestamp.is_some()
-                    && !matches!(phase(p), "Succeeded" | "Failed")
-                    && !has_finalizer(p)
-            })
-            .count()
-            + deleted.len();
+        let terminating = stopping.iter().filter(|p| !has_finalizer(p)).count() + deleted.len();
 
         // 4. Status: first record uncounted pods, then release them, then count.
         let ready = active.iter().filter(|p| is_ready(p)).count() as i32;
