@@ -10,6 +10,9 @@ use k8s_openapi::api::core::v1::PodSpec;
 /// The finalizer that keeps a claim while a pod uses it.
 pub const PROTECTION_FINALIZER: &str = "kubernetes.io/pvc-protection";
 
+/// The finalizer that keeps a PersistentVolume while a claim is bound to it.
+pub const PV_PROTECTION_FINALIZER: &str = "kubernetes.io/pv-protection";
+
 /// The claims pod `pod_name` with `spec` refers to, in volume order.
 pub fn claim_names(pod_name: &str, spec: &PodSpec) -> Vec<String> {
     spec.volumes

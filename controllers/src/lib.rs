@@ -5,7 +5,9 @@
 //! resource quota, horizontal pod autoscaling, CSR approval and signing,
 //! the default StorageClass of claims made before there was one and the
 //! release of volumes whose claim is gone (persistentvolume-binder), claims
-//! kept while pods use them (pvc-protection) and k3s's node-password cleanup, each reconciling through shared informers
+//! kept while pods use them (pvc-protection), volumes kept while a claim is
+//! bound to them (pv-protection) and k3s's node-password cleanup, each
+//! reconciling through shared informers
 //! (events are recorded with `skiff_common::events`, re-exported as
 //! `events`); and the auto-deployed manifests directory (`deploy`, which
 //! polls files, not the API).
@@ -38,6 +40,7 @@ pub(crate) mod persistent_volume_binder;
 pub(crate) mod persistent_volume_release;
 pub(crate) mod pod_control;
 pub mod podgc;
+pub(crate) mod pv_protection;
 pub(crate) mod pvc_protection;
 pub(crate) mod replicaset;
 pub mod resource_quota;
@@ -121,6 +124,11 @@ fn defaults() -> Vec<manager::Registered> {
             "pvc-protection",
             "pvc-protection-controller",
             pvc_protection::run,
+        ),
+        starter(
+            "pv-protection",
+            "pv-protection-controller",
+            pv_protection::run,
         ),
         starter("tokencleaner", "token-cleaner", token_cleaner::run),
         starter("node-password", node_password::ACCOUNT, node_password::run),

@@ -24,6 +24,7 @@ mod controllers {
     mod node_lifecycle;
     mod persistent_volume_binder;
     mod podgc;
+    mod pv_protection;
     mod pvc_protection;
     mod replicaset;
     mod resource_quota;

@@ -1,5 +1,5 @@
 //! PersistentVolumes and PersistentVolumeClaims: both start Pending, a
-//! claim protected from deletion while in use; their
+//! claim protected from deletion while in use and a volume while bound; their
 //! defaults (a claim's spec also where it is a template: StatefulSets'
 //! volumeClaimTemplates, pods' ephemeral volumes), and what an update of a
 //! claim's spec may change.
@@ -25,6 +25,12 @@ named_kind! {
 impl KindStrategy for PersistentVolumes {
     fn initial_status(&self) -> InitialStatus {
         InitialStatus::Phase("Pending")
+    }
+
+    fn on_create(&self, object: &mut Value, _notes: &crate::request_notes::RequestNotes) {
+        // StorageObjectInUseProtection again: a volume is kept while a claim
+        // is bound to it; the `pv-protection` controller lets it go.
+        crate::object::add_finalizer(object, skiff_common::claims::PV_PROTECTION_FINALIZER);
     }
 
     /// A volume is kept when its claim goes (Retain) and is a filesystem,

@@ -40,6 +40,7 @@ pub const CONTROLLER_ACCOUNTS: &[(&str, &str)] = &[
     ("horizontalpodautoscaling", "horizontal-pod-autoscaler"),
     ("persistentvolume-binder", "persistent-volume-binder"),
     ("pvc-protection", "pvc-protection-controller"),
+    ("pv-protection", "pv-protection-controller"),
 ];
 
 /// Every controller role, named `system:controller:<account>`.
@@ -299,6 +300,14 @@ pub fn roles() -> Vec<(&'static str, Vec<Rule>)> {
                 ),
                 allow(&["get", "list", "watch"], &[CORE], &["pods"]),
             ],
+        ),
+        (
+            "pv-protection-controller",
+            vec![allow(
+                &["get", "list", "watch", "update", "patch"],
+                &[CORE],
+                &["persistentvolumes"],
+            )],
         ),
         (
             "pod-garbage-collector",

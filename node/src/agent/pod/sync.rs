@@ -645,15 +645,30 @@ async fn wait_for_setup(
     state: &mut PodState,
     pod: &Pod,
     view: &PodRuntimeView,
-    mut observed: Observed,
+    observed: Observed,
 ) -> Result<Step, SyncError> {
-    for c in creating(pod) {
-        observed
-            .waiting
-            .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
-    }
+    let observed = waiting_for_setup(pod, view, observed);
     report(ctx, state, pod, view, &observed).await?;
     Ok(Step::Continue(Some(Instant::now() + SETUP_RETRY)))
+}
+
+/// What the status says of a pod whose volumes or sandbox are not there:
+/// its containers are `ContainerCreating`, but one the runtime already runs
+/// (the agent restarted, or a volume source went away before it did) is
+/// reported as it runs, its pod Running and its sandbox ready, as a
+/// kubelet's status comes from the runtime and never takes a started pod
+/// back to Pending.
+fn waiting_for_setup(pod: &Pod, view: &PodRuntimeView, mut observed: Observed) -> Observed {
+    observed.sandbox_ready = view.ready_sandbox().is_some();
+    observed.initialized = was_initialized(pod, view);
+    for c in creating(pod) {
+        if !view.latest(&c.name).is_some_and(|i| i.is_running()) {
+            observed
+                .waiting
+                .insert(c.name.clone(), ("ContainerCreating".into(), String::new()));
+        }
+    }
+    observed
 }
 
 /// The containers that wait as `ContainerCreating` while the pod's
@@ -1356,6 +1371,58 @@ async fn report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_already_running_stays_running_while_its_volumes_wait() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "user", "uid": "u1"},
+            "spec": {"containers": [{"name": "c", "image": "i"}, {"name": "d", "image": "i"}]}
+        }))
+        .expect("pod");
+        let running = ContainerInstance {
+            id: "id".into(),
+            name: "c".into(),
+            restart_count: 0,
+            sandbox_id: "s".into(),
+            status: api::ContainerStatus {
+                state: api::ContainerState::ContainerRunning as i32,
+                started_at: 1_000_000_000,
+                ..Default::default()
+            },
+        };
+        let view = PodRuntimeView {
+            sandboxes: vec![api::PodSandbox {
+                id: "s".into(),
+                state: api::PodSandboxState::SandboxReady as i32,
+                ..Default::default()
+            }],
+            containers: HashMap::from([("c".to_string(), vec![running])]),
+        };
+        let observed = waiting_for_setup(&pod, &view, Observed::default());
+        assert!(observed.sandbox_ready && observed.initialized);
+        assert!(!observed.waiting.contains_key("c"), "c runs");
+        assert_eq!(observed.waiting["d"].0, "ContainerCreating");
+        let status = status::pod_status(&pod, &view, &observed, "192.0.2.1");
+        let states: Vec<_> = (status.container_statuses.iter().flatten())
+            .map(|s| (s.name.as_str(), s.state.clone().unwrap_or_default()))
+            .collect();
+        assert!(states[0].1.running.is_some(), "{states:?}");
+        assert!(states[1].1.waiting.is_some(), "{states:?}");
+        assert_eq!(status.phase.as_deref(), Some("Pending"), "d still waits");
+
+        // Nothing of it in the runtime yet: every container is created.
+        let fresh = waiting_for_setup(&pod, &PodRuntimeView::default(), Observed::default());
+        assert!(!fresh.sandbox_ready);
+        assert_eq!(fresh.waiting.len(), 2);
+        // Once every container runs, the pod is Running.
+        let mut all = view.clone();
+        let mut d = all.containers["c"][0].clone();
+        d.name = "d".into();
+        all.containers.insert("d".into(), vec![d]);
+        let observed = waiting_for_setup(&pod, &all, Observed::default());
+        let status = status::pod_status(&pod, &all, &observed, "192.0.2.1");
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+    }
 
     #[test]
     fn a_container_that_never_started_ran_for_no_time() {
