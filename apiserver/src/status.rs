@@ -32,6 +32,9 @@ pub enum FieldErrorKind {
     Duplicate(Value),
     /// The value is longer than allowed (`FieldValueTooLong`).
     TooLong(Value),
+    /// A list or map holds more entries than allowed (`FieldValueTooMany`);
+    /// the value is how many it holds.
+    TooMany(u64),
     /// The value names something that does not exist (`FieldValueNotFound`).
     NotFound(Value),
 }
@@ -87,12 +90,24 @@ impl FieldError {
     }
 
     /// `field` holds more than `max` bytes (upstream's TooLong, which
-    /// never shows the value).
+    /// never shows the value; worded as since Kubernetes 1.32).
     pub fn too_long(field: impl Into<String>, max: usize) -> Self {
+        let unit = if max == 1 { "byte" } else { "bytes" };
         Self::at(
             field,
             FieldErrorKind::TooLong(Value::Null),
-            format!("must have at most {max} bytes"),
+            format!("may not be more than {max} {unit}"),
+        )
+    }
+
+    /// `field` holds `actual` entries where at most `max` are allowed
+    /// (upstream's TooMany, which shows the count).
+    pub fn too_many(field: impl Into<String>, actual: u64, max: u64) -> Self {
+        let unit = if max == 1 { "item" } else { "items" };
+        Self::at(
+            field,
+            FieldErrorKind::TooMany(actual),
+            format!("must have at most {max} {unit}"),
         )
     }
 
@@ -130,6 +145,7 @@ impl FieldError {
             FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
             FieldErrorKind::NotFound(_) => "FieldValueNotFound",
             FieldErrorKind::TooLong(_) => "FieldValueTooLong",
+            FieldErrorKind::TooMany(_) => "FieldValueTooMany",
         }
     }
 
@@ -161,6 +177,7 @@ impl FieldError {
             FieldErrorKind::NotFound(v) => format!("Not found: {}", render_value(v)),
             // Upstream never shows the value that is too long.
             FieldErrorKind::TooLong(_) => with_detail("Too long".to_string()),
+            FieldErrorKind::TooMany(n) => with_detail(format!("Too many: {n}")),
         }
     }
 
@@ -637,6 +654,30 @@ pub(crate) fn assert_status(error: &ApiError, code: u16, reason: &str, message: 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn size_limits_are_worded_as_upstream_1_33() {
+        let long = FieldError::too_long("metadata.annotations", 262144);
+        assert_eq!(
+            long.render(),
+            "metadata.annotations: Too long: may not be more than 262144 bytes"
+        );
+        assert_eq!(long.reason(), "FieldValueTooLong");
+        assert_eq!(
+            FieldError::too_long("x", 1).render(),
+            "x: Too long: may not be more than 1 byte"
+        );
+        let many = FieldError::too_many("spec.tags", 3, 2);
+        assert_eq!(
+            many.render(),
+            "spec.tags: Too many: 3: must have at most 2 items"
+        );
+        assert_eq!(many.reason(), "FieldValueTooMany");
+        assert_eq!(
+            FieldError::too_many("x", 2, 1).render(),
+            "x: Too many: 2: must have at most 1 item"
+        );
+    }
 
     #[test]
     fn conflict_message_matches_upstream() {

@@ -193,57 +193,62 @@ fn render_bound(b: f64) -> String {
     }
 }
 
-/// Reports a `count` (of characters, items or properties) below `min` or
-/// above `max` on the field `(path, value)`, in upstream's words: "`path`
-/// in body should " and what `should` says of the bound ("at least" or
-/// "at most") and its number.
-fn check_count(
+/// A `count` (of characters, items or properties) below `min` on the field
+/// `(path, value)`, in upstream's words: "`path` in body should " and what
+/// `should` says of the bound.
+fn check_min(
     count: u64,
-    (min, max): (Option<u64>, Option<u64>),
+    min: Option<u64>,
     (path, value): (&str, Value),
-    should: impl Fn(&str, u64) -> String,
+    should: impl Fn(u64) -> String,
     errors: &mut Vec<FieldError>,
 ) {
-    let broken = [
-        min.filter(|&min| count < min).map(|min| ("at least", min)),
-        max.filter(|&max| count > max).map(|max| ("at most", max)),
-    ];
-    for (bound, n) in broken.into_iter().flatten() {
+    if let Some(min) = min.filter(|&min| count < min) {
         errors.push(FieldError::invalid(
             path,
-            value.clone(),
-            format!("{path} in body should {}", should(bound, n)),
+            value,
+            format!("{path} in body should {}", should(min)),
         ));
     }
 }
 
 /// `minItems`/`maxItems` and `minProperties`/`maxProperties`: bounds on how
-/// many `what` a value has, where upstream reports the count as the value.
+/// many `what` a value has. Too few is Invalid with the count as the value;
+/// too many is upstream's TooMany, which says "items" of maps as well.
 fn check_size(
     len: usize,
-    bounds: (Option<u64>, Option<u64>),
+    (min, max): (Option<u64>, Option<u64>),
     path: &str,
     what: &str,
     errors: &mut Vec<FieldError>,
 ) {
     let count = len as u64;
-    check_count(
+    check_min(
         count,
-        bounds,
+        min,
         (path, count.into()),
-        |bound, n| format!("have {bound} {n} {what}"),
+        |n| format!("have at least {n} {what}"),
         errors,
     );
+    if let Some(max) = max.filter(|&max| count > max) {
+        errors.push(FieldError::too_many(path, count, max));
+    }
 }
 
 fn string(schema: &Schema, s: &str, path: &str, errors: &mut Vec<FieldError>) {
-    check_count(
-        s.chars().count() as u64,
-        (schema.min_length, schema.max_length),
+    // Characters are counted, but a string too long is upstream's TooLong,
+    // which says bytes all the same.
+    let chars = s.chars().count() as u64;
+    check_min(
+        chars,
+        schema.min_length,
         (path, s.into()),
-        |bound, n| format!("be {bound} {n} chars long"),
+        |n| format!("be at least {n} chars long"),
         errors,
     );
+    if let Some(max) = schema.max_length.filter(|&max| chars > max) {
+        errors.push(FieldError::too_long(path, max as usize));
+    }
     if let (Some(pattern), Some(regex)) = (&schema.pattern, &schema.regex)
         && !regex.is_match(s)
     {
@@ -328,7 +333,10 @@ mod tests {
             "{got:?}"
         );
         assert!(got.contains(&"spec.replicas: Invalid value: 9: spec.replicas in body should be less than or equal to 5".to_string()), "{got:?}");
-        assert!(got.contains(&"spec.name: Invalid value: \"ABCDEF\": spec.name in body should be at most 4 chars long".to_string()), "{got:?}");
+        assert!(
+            got.contains(&"spec.name: Too long: may not be more than 4 bytes".to_string()),
+            "{got:?}"
+        );
         assert!(
             got.contains(
                 &"spec.name: Invalid value: \"ABCDEF\": spec.name in body should match '^[a-z]+$'"
@@ -344,10 +352,7 @@ mod tests {
             "{got:?}"
         );
         assert!(
-            got.contains(
-                &"spec.tags: Invalid value: 3: spec.tags in body should have at most 2 items"
-                    .to_string()
-            ),
+            got.contains(&"spec.tags: Too many: 3: must have at most 2 items".to_string()),
             "{got:?}"
         );
         assert!(got.contains(&"spec.tags[1]: Invalid value: \"integer\": spec.tags[1] in body must be of type string: \"integer\"".to_string()), "{got:?}");

@@ -759,7 +759,7 @@ async fn too_long_and_duplicated_data_are_refused_in_upstreams_words() {
             json!({"metadata": {"name": "a", "annotations": {"note": big}}}),
         )
         .await,
-        "ConfigMap \"a\" is invalid: metadata.annotations: Too long: must have at most 262144 bytes",
+        "ConfigMap \"a\" is invalid: metadata.annotations: Too long: may not be more than 262144 bytes",
     );
     let data = "x".repeat(1024 * 1024 + 1);
     invalid(
@@ -768,7 +768,7 @@ async fn too_long_and_duplicated_data_are_refused_in_upstreams_words() {
             json!({"metadata": {"name": "b"}, "data": {"k": data}}),
         )
         .await,
-        "ConfigMap \"b\" is invalid: : Too long: must have at most 1048576 bytes",
+        "ConfigMap \"b\" is invalid: : Too long: may not be more than 1048576 bytes",
     );
     invalid(
         s.post(
@@ -776,7 +776,7 @@ async fn too_long_and_duplicated_data_are_refused_in_upstreams_words() {
             json!({"metadata": {"name": "c"}, "stringData": {"k": data}}),
         )
         .await,
-        "Secret \"c\" is invalid: data: Too long: must have at most 1048576 bytes",
+        "Secret \"c\" is invalid: data: Too long: may not be more than 1048576 bytes",
     );
     invalid(
         s.post(
