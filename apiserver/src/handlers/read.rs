@@ -27,7 +27,7 @@ use crate::watch_cache::{Cached, Snapshot, WatchCache};
 const WAIT_FOR_REVISION: std::time::Duration = std::time::Duration::from_millis(500);
 /// How long a consistent list waits for the cache to be current before it
 /// reads the store instead (upstream's watch cache blocks up to 3 s).
-const WAIT_FOR_CURRENT: std::time::Duration = std::time::Duration::from_secs(3);
+pub(super) const WAIT_FOR_CURRENT: std::time::Duration = std::time::Duration::from_secs(3);
 
 pub(super) async fn get(ctx: Ctx) -> Result<Response, ApiError> {
     let info = ctx.info();

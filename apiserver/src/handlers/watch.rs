@@ -234,6 +234,19 @@ pub(super) async fn watch(ctx: Ctx) -> Result<Response, ApiError> {
         ),
     };
     let cache = ctx.inner.cache(&info)?.clone();
+    // A streaming list without a resourceVersion is a consistent read, as
+    // upstream's: its initial events are at least as new as the store is
+    // now (a cache that cannot say so within the wait serves what it has).
+    let consistent = ctx.params.send_initial_events == Some(true)
+        && ctx
+            .params
+            .resource_version
+            .as_deref()
+            .is_none_or(str::is_empty);
+    if consistent {
+        let now = ctx.inner.store.current_revision();
+        cache.wait_current(now, super::read::WAIT_FOR_CURRENT).await;
+    }
     let table = match crate::table::requested_table_version(&ctx.headers) {
         Some(version) => Some((
             version,

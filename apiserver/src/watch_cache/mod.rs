@@ -580,9 +580,12 @@ impl WatchCache {
         let state = self.state.read();
         let live = state.sender.subscribe();
         let start = match from {
+            // At the revision the cache is current at, as a list's
+            // snapshot is, so the initial-events-end bookmark is no older
+            // than a consistent list made at the same moment.
             None => Start::Snapshot(Snapshot {
                 objects: state.objects.clone(),
-                revision: state.revision,
+                revision: self.current(state.revision),
             }),
             Some(rv) => {
                 if rv < state.history_floor {

@@ -263,6 +263,21 @@ async fn a_slow_watcher_catches_up_from_history() {
 async fn streaming_list_ends_initial_events_with_a_bookmark() {
     let s = TestServer::new().await;
     s.configmap("default", "a", json!({})).await;
+    // Writes of another kind after it: a consistent list of ConfigMaps is
+    // at their revision, and so is the end of the initial events.
+    for i in 0..3 {
+        s.created(
+            "/api/v1/namespaces/default/secrets",
+            json!({"metadata": {"name": format!("s{i}")}}),
+        )
+        .await;
+    }
+    let listed = s.get_ok(CMS).await;
+    let listed_at: u64 = listed["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     let query =
         "watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true";
     let mut w = s.watch(&format!("{CMS}?{query}")).await;
@@ -273,6 +288,12 @@ async fn streaming_list_ends_initial_events_with_a_bookmark() {
         bookmark["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
         "true"
     );
+    let bookmark_at: u64 = bookmark["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(bookmark_at >= listed_at, "{bookmark_at} < {listed_at}");
     create_and_see_added(&s, &mut w, "b").await;
 }
 
