@@ -47,6 +47,7 @@ pub mod resource_quota;
 pub(crate) mod serviceaccount;
 pub(crate) mod servicelb;
 pub(crate) mod statefulset;
+pub mod taint_eviction;
 pub mod token_cleaner;
 
 pub use manager::{ACCOUNTS_NAMESPACE, ClientForAccount, Context, ControllerManager, Stop};

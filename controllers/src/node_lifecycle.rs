@@ -4,7 +4,8 @@
 //! the `node.kubernetes.io/unreachable` NoSchedule and NoExecute taints, its
 //! pods are marked not ready, and pods on it are evicted (deleted) once their
 //! toleration of the NoExecute taint runs out (300 s when they have none,
-//! which is what upstream's admission would have added). When the Lease is
+//! which is what upstream's admission would have added); every other
+//! NoExecute taint evicts the same way (`taint_eviction`). When the Lease is
 //! renewed again the taints go; the Ready condition is the node agent's to
 //! restore. A Node reporting Ready=False gets the `not-ready` taints, a
 //! cordoned one (`spec.unschedulable`) the `node.kubernetes.io/unschedulable`
@@ -25,18 +26,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, ObjectReference, Pod, Taint, Toleration};
+use k8s_openapi::api::core::v1::{Node, NodeCondition, ObjectReference, Pod, Taint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use skiff_common::node_conditions::{conditions, ready_condition};
-use skiff_common::placement::tolerates;
 use skiff_informer::{Cache, NODE_NAME_INDEX, WatchConfig, pod_node_name_index, wait_synced};
 
 use crate::controller_utils::{RequestFailed, patch_pod_status};
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::{Context, Stop, stopped};
+use crate::taint_eviction::{self, NO_EXECUTE, TaintClock};
 
 /// Taint of a node whose agent stopped reporting.
 pub const UNREACHABLE_TAINT: &str = "node.kubernetes.io/unreachable";
@@ -58,7 +59,6 @@ pub const CONDITION_TAINTS: [(&str, &str); 4] = [
 /// Namespace of the node Leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
-const NO_EXECUTE: &str = "NoExecute";
 const NO_SCHEDULE: &str = "NoSchedule";
 
 /// Settings of the node lifecycle controller.
@@ -119,6 +119,7 @@ pub async fn run_with(ctx: Context, stop: Stop, config: NodeLifecycleConfig) {
         events: EventRecorder::new(ctx.client.clone(), "node-controller"),
         config,
         pods: pods.cache().clone(),
+        taint_clock: std::sync::Mutex::new(TaintClock::default()),
     };
     let mut probes: HashMap<String, Probe> = HashMap::new();
     loop {
@@ -129,6 +130,7 @@ pub async fn run_with(ctx: Context, stop: Stop, config: NodeLifecycleConfig) {
             if !present {
                 let note = format!("Removing Node {name} from Controller");
                 monitor.node_event(&probe.reference, "RemovingNode", name, &note);
+                monitor.clock().forget(name);
             }
             present
         });
@@ -260,37 +262,23 @@ fn condition_true(node: &Node, kind: &str) -> bool {
         .any(|c| c.type_ == kind && c.status == "True")
 }
 
-/// How long `pod` may stay on a node with the NoExecute `taint`, as upstream's
-/// taint eviction reckons it: the shortest `tolerationSeconds` among the
-/// matching tolerations (a limited one wins over an unlimited one); None when
-/// every matching toleration is unlimited; `default` when none matches. The
-/// API server gives every pod limited tolerations of the not-ready and
-/// unreachable taints, so `default` only covers pods stored without them.
-pub fn eviction_delay(pod: &Pod, taint: &Taint, default: Duration) -> Option<Duration> {
-    let matching: Vec<&Toleration> = pod
-        .spec
-        .iter()
-        .flat_map(|s| s.tolerations.iter().flatten())
-        .filter(|t| tolerates(t, taint))
-        .collect();
-    if matching.is_empty() {
-        return Some(default);
-    }
-    matching
-        .iter()
-        .filter_map(|t| t.toleration_seconds)
-        .min()
-        .map(|s| Duration::from_secs(s.max(0) as u64))
-}
-
 struct Monitor {
     client: kube::Client,
     events: EventRecorder,
     config: NodeLifecycleConfig,
     pods: Arc<Cache<Pod>>,
+    /// When each NoExecute taint was added, for those that do not say.
+    taint_clock: std::sync::Mutex<TaintClock>,
 }
 
 impl Monitor {
+    /// The taint clock (a panic elsewhere while it was held leaves it usable).
+    fn clock(&self) -> std::sync::MutexGuard<'_, TaintClock> {
+        self.taint_clock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     async fn check(&self, node: &Node, stale: bool) -> Result<(), NodeLifecycleError> {
         let name = node.name_any();
         let now = Time(Timestamp::now());
@@ -337,12 +325,8 @@ impl Monitor {
                 .await
                 .map_err(RequestFailed::of("tainting node", name.clone()))?;
         }
-        for taint in taints.iter().filter(|t| {
-            t.effect == NO_EXECUTE && (t.key == UNREACHABLE_TAINT || t.key == NOT_READY_TAINT)
-        }) {
-            self.evict(&name, taint).await?;
-        }
-        Ok(())
+        let no_execute = self.clock().no_execute(&name, &taints);
+        self.evict(&name, &no_execute).await
     }
 
     /// An event about the Node `name` in the node controller's words
@@ -413,14 +397,17 @@ impl Monitor {
         Ok(())
     }
 
-    /// Deletes the node's pods whose toleration of `taint` ran out.
-    async fn evict(&self, node: &str, taint: &Taint) -> Result<(), NodeLifecycleError> {
-        let added = taint
-            .time_added
-            .as_ref()
-            .map(|t| t.0)
-            .unwrap_or_else(Timestamp::now);
-        let elapsed = Timestamp::now().duration_since(added).unsigned_abs();
+    /// Deletes the node's pods whose toleration of its NoExecute `taints`
+    /// (each with when it was added) ran out.
+    async fn evict(
+        &self,
+        node: &str,
+        taints: &[(Taint, Timestamp)],
+    ) -> Result<(), NodeLifecycleError> {
+        if taints.is_empty() {
+            return Ok(());
+        }
+        let now = Timestamp::now();
         for pod in self
             .pods
             .by_index(NODE_NAME_INDEX, node)
@@ -429,27 +416,9 @@ impl Monitor {
             if pod.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let Some(delay) = eviction_delay(&pod, taint, self.config.default_toleration) else {
-                continue;
-            };
-            if elapsed < delay {
-                continue;
-            }
-            let namespace = pod.namespace().unwrap_or_default();
-            tracing::info!(pod = %pod.name_any(), %node, "node-lifecycle: evicting pod from tainted node");
-            self.events.normal(
-                &object_reference(pod.as_ref()),
-                "TaintManagerEviction",
-                "Delete",
-                format!("Marking for deletion Pod {namespace}/{}", pod.name_any()),
-            );
-            let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-            match api.delete(&pod.name_any(), &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(source) => {
-                    return Err(RequestFailed::of("evicting pod", pod.name_any())(source));
-                }
+            let due = taint_eviction::eviction_due(&pod, taints, self.config.default_toleration);
+            if due.is_some_and(|due| due <= now) {
+                taint_eviction::evict(&self.client, &self.events, &pod, node).await?;
             }
         }
         Ok(())
@@ -459,7 +428,6 @@ impl Monitor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn taint(key: &str, effect: &str) -> Taint {
         Taint {
@@ -467,46 +435,6 @@ mod tests {
             effect: effect.into(),
             ..Default::default()
         }
-    }
-
-    fn pod_with(tolerations: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({
-            "metadata": {"name": "p"},
-            "spec": {"containers": [], "tolerations": tolerations}
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn eviction_delay_follows_tolerations() {
-        let t = taint(UNREACHABLE_TAINT, NO_EXECUTE);
-        let default = Duration::from_secs(300);
-        assert_eq!(
-            eviction_delay(&pod_with(json!([])), &t, default),
-            Some(default)
-        );
-        let limited = pod_with(json!([
-            {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
-            {"operator": "Exists", "tolerationSeconds": 60}
-        ]));
-        assert_eq!(
-            eviction_delay(&limited, &t, default),
-            Some(Duration::from_secs(30))
-        );
-        let forever = pod_with(json!([{"key": UNREACHABLE_TAINT, "operator": "Exists"}]));
-        assert_eq!(eviction_delay(&forever, &t, default), None);
-        // An unlimited toleration does not outlast a limited one that also matches.
-        let mixed = pod_with(json!([
-            {"operator": "Exists"},
-            {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
-        ]));
-        assert_eq!(
-            eviction_delay(&mixed, &t, default),
-            Some(Duration::from_secs(300))
-        );
-        let other = pod_with(json!([{"key": "x", "operator": "Exists"},
-                                     {"key": UNREACHABLE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]));
-        assert_eq!(eviction_delay(&other, &t, default), Some(default));
     }
 
     #[test]

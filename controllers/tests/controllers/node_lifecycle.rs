@@ -280,6 +280,78 @@ async fn a_cordoned_node_carries_the_unschedulable_taint() {
     t.shutdown().await;
 }
 
+/// Whether the pod `name` was deleted for a taint: deletion started (no
+/// kubelet here finishes it) and the taint manager's condition on it.
+async fn evicted_for_a_taint(pods: &Api<Pod>, name: &str) -> bool {
+    let Ok(pod) = pods.get(name).await else {
+        return false;
+    };
+    let marked = (pod.status.iter())
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| {
+            c.type_ == "DisruptionTarget"
+                && c.status == "True"
+                && c.reason.as_deref() == Some("DeletionByTaintManager")
+        });
+    pod.metadata.deletion_timestamp.is_some() && marked
+}
+
+/// Any NoExecute taint evicts, as upstream's taint manager does: a pod not
+/// tolerating it at once, one tolerating it for a while after that while,
+/// one tolerating it without limit never; a NoSchedule taint evicts nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_no_execute_taint_evicts_the_pods_that_do_not_tolerate_it() {
+    let t = Lifecycle::with_beating_node("shared").await;
+    let client = t.client.clone();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let tolerating = |seconds: Option<i64>| {
+        json!([{"key": "dedicated", "operator": "Equal", "value": "db",
+            "effect": "NoExecute", "tolerationSeconds": seconds}])
+    };
+    pod_on(&client, "plain", "shared", json!([])).await;
+    pod_on(&client, "for-a-while", "shared", tolerating(Some(3))).await;
+    pod_on(&client, "for-good", "shared", tolerating(None)).await;
+
+    // NoSchedule keeps new pods away and evicts nobody.
+    let taint = |effect: &str| json!({"key": "dedicated", "value": "db", "effect": effect});
+    merge_patch(
+        &t.nodes(),
+        "shared",
+        json!({"spec": {"taints": [taint("NoSchedule")]}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(!evicted_for_a_taint(&pods, "plain").await);
+
+    // As `kubectl taint` writes it: no timeAdded.
+    let tainted_at = std::time::Instant::now();
+    merge_patch(
+        &t.nodes(),
+        "shared",
+        json!({"spec": {"taints": [taint("NoExecute")]}}),
+    )
+    .await;
+    eventually(WAIT, "the untolerating pod evicted", || async {
+        evicted_for_a_taint(&pods, "plain").await.then_some(())
+    })
+    .await;
+    assert!(
+        !evicted_for_a_taint(&pods, "for-a-while").await,
+        "evicted before its toleration ran out"
+    );
+    eventually(WAIT, "the pod whose toleration ran out evicted", || async {
+        evicted_for_a_taint(&pods, "for-a-while")
+            .await
+            .then_some(())
+    })
+    .await;
+    assert!(tainted_at.elapsed() >= Duration::from_secs(3));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let kept = pods.get("for-good").await.unwrap();
+    assert!(kept.metadata.deletion_timestamp.is_none());
+    t.shutdown().await;
+}
+
 /// A node reporting disk pressure carries the disk-pressure NoSchedule
 /// taint while it lasts, as upstream taints nodes by condition; Ready and
 /// its other taints stay as they were.
