@@ -189,9 +189,10 @@ impl SchemaSet {
 
     /// Adds a custom resource kind under upstream's name for it (the group
     /// reversed: `com.example.stable.v1.CronTab`) and returns the name. Its
-    /// schema names the standard fields and keeps every other field, so
-    /// clients leave validation to the server; in v3 documents the CRD's
-    /// `declared` schema is used, with the standard metadata.
+    /// schema is the CRD's `declared` one with the standard metadata (in v2
+    /// documents as far as v2 can say it, see [`v2_schema`]); without one it
+    /// names the standard fields and keeps every other field, so clients
+    /// leave validation to the server.
     pub(crate) fn add_custom_kind(
         &mut self,
         group: &str,
@@ -224,6 +225,23 @@ impl SchemaSet {
                         .or_insert_with(|| json!({ "type": "string" }));
                 }
                 Value::Object(schema)
+            }
+            (Dialect::V2, Some(declared)) => {
+                let mut schema = v2_schema(&Value::Object(declared.clone()));
+                if let Some(properties) = schema
+                    .as_object_mut()
+                    .and_then(|s| s.get_mut("properties"))
+                    .and_then(Value::as_object_mut)
+                {
+                    properties.insert("metadata".into(), metadata);
+                    properties
+                        .entry("apiVersion")
+                        .or_insert_with(|| json!({ "type": "string" }));
+                    properties
+                        .entry("kind")
+                        .or_insert_with(|| json!({ "type": "string" }));
+                }
+                schema
             }
             _ => json!({
                 "type": "object",
@@ -365,6 +383,55 @@ fn annotate_patch_strategies(schema_name: &str, schema: &mut Value) {
     }
 }
 
+/// A CRD's declared schema as upstream publishes it in OpenAPI v2, which
+/// cannot say everything v3 can: `allOf`, `oneOf`, `anyOf` and `not` go; a
+/// nullable field loses its type and shape and is no longer required; a
+/// field that keeps unknown fields loses its properties and items; and an
+/// array left without items loses its type (kubectl cannot read one).
+fn v2_schema(schema: &Value) -> Value {
+    let Some(object) = schema.as_object() else {
+        return schema.clone();
+    };
+    let mut out = object.clone();
+    for dropped in ["allOf", "oneOf", "anyOf", "not"] {
+        out.remove(dropped);
+    }
+    let is_true = |v: Option<&Value>| v.is_some_and(|v| *v == Value::Bool(true));
+    let nullable = is_true(out.remove("nullable").as_ref());
+    let preserves = is_true(out.get("x-kubernetes-preserve-unknown-fields"));
+    if nullable {
+        out.remove("type");
+    }
+    if nullable || preserves {
+        out.remove("properties");
+        out.remove("items");
+    }
+    let mut nullable_fields = Vec::new();
+    if let Some(Value::Object(properties)) = out.get_mut("properties") {
+        for (name, field) in properties.iter_mut() {
+            if is_true(field.get("nullable")) {
+                nullable_fields.push(name.clone());
+            }
+            *field = v2_schema(field);
+        }
+    }
+    if let Some(Value::Array(required)) = out.get_mut("required") {
+        required.retain(|r| !nullable_fields.iter().any(|f| r == f.as_str()));
+    }
+    if let Some(items) = out.get_mut("items") {
+        *items = v2_schema(items);
+    }
+    if let Some(additional) = out.get_mut("additionalProperties")
+        && additional.is_object()
+    {
+        *additional = v2_schema(additional);
+    }
+    if out.get("type").is_some_and(|t| t == "array") && !out.contains_key("items") {
+        out.remove("type");
+    }
+    Value::Object(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -460,5 +527,64 @@ mod tests {
         );
         assert!(defs.contains_key(OBJECT_META));
         assert!(defs.contains_key("com.example.stable.v1.CronTabList"));
+    }
+    #[test]
+    fn a_declared_schema_is_published_in_v2_as_far_as_v2_can_say_it() {
+        let declared = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["size", "note"], "properties": {
+                "size": {"type": "integer", "minimum": 1, "default": 1},
+                "note": {"type": "string", "nullable": true},
+                "port": {"x-kubernetes-int-or-string": true,
+                    "anyOf": [{"type": "integer"}, {"type": "string"}]},
+                "raw": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"a": {"type": "string"}}},
+                "list": {"type": "array", "items": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}},
+                "loose": {"type": "array", "x-kubernetes-preserve-unknown-fields": true,
+                    "items": {"type": "string"}},
+                "labels": {"type": "object", "additionalProperties": {
+                    "type": "string", "nullable": true}}}}}});
+        let mut set = SchemaSet::new(Dialect::V2);
+        let name = set.add_custom_kind("example.com", "v1", "Widget", Some(&declared));
+        let defs = set.finish();
+        let schema = &defs[&name];
+        assert_eq!(
+            schema["properties"]["metadata"]["$ref"],
+            format!("#/definitions/{OBJECT_META}")
+        );
+        assert_eq!(schema["properties"]["kind"]["type"], "string");
+        assert!(schema.get("x-kubernetes-preserve-unknown-fields").is_none());
+        let spec = &schema["properties"]["spec"];
+        assert_eq!(
+            spec["required"],
+            json!(["size"]),
+            "a nullable field is not required"
+        );
+        assert_eq!(
+            spec["properties"]["size"],
+            json!({"type": "integer", "minimum": 1, "default": 1})
+        );
+        assert_eq!(spec["properties"]["note"], json!({}), "nullable: no type");
+        assert_eq!(
+            spec["properties"]["port"],
+            json!({"x-kubernetes-int-or-string": true})
+        );
+        assert_eq!(
+            spec["properties"]["raw"],
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+        );
+        assert_eq!(
+            spec["properties"]["list"]["items"],
+            json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+        );
+        assert_eq!(
+            spec["properties"]["loose"],
+            json!({"x-kubernetes-preserve-unknown-fields": true}),
+            "an array without items"
+        );
+        assert_eq!(
+            spec["properties"]["labels"]["additionalProperties"],
+            json!({})
+        );
     }
 }
