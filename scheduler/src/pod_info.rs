@@ -4,12 +4,14 @@
 //! precomputed fields (resource requests, host ports, compiled affinity terms) instead of
 //! walking the pod spec again.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Container, Pod, PodAffinityTerm, PodSpec, Toleration, WeightedPodAffinityTerm,
+    Container, ContainerStatus, Pod, PodAffinityTerm, PodSpec, PodStatus, Toleration,
+    WeightedPodAffinityTerm,
 };
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use skiff_common::containers;
 
 use crate::resource::{DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, Resource};
@@ -196,7 +198,7 @@ impl PodInfo {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let key = pod_key(&pod);
         let spec = pod.spec.as_ref().unwrap_or(&EMPTY_SPEC);
-        let (requests, non_zero) = pod_requests(spec);
+        let (requests, non_zero) = pod_requests(spec, pod.status.as_ref());
         let host_ports = host_ports(spec);
         let labels = labels_of(&pod.metadata.labels).clone();
         let aff = spec.affinity.as_ref();
@@ -313,10 +315,60 @@ impl PartialEq for PodInfo {
 
 impl Eq for PodInfo {}
 
-fn container_requests(c: &Container) -> (Resource, i64, i64) {
-    let reqs = c.resources.as_ref().and_then(|r| r.requests.as_ref());
-    let r = reqs.map(Resource::from_map).unwrap_or_default();
-    let has = |name: &str| reqs.is_some_and(|m| m.contains_key(name));
+/// What a pod's status says of its containers' resources while an
+/// in-place resize may have the node run them otherwise than the spec says.
+#[derive(Default)]
+struct ResizeView<'a> {
+    /// Statuses (regular and init) that report the resources they run with.
+    statuses: HashMap<&'a str, &'a ContainerStatus>,
+    /// The node said the resize cannot be done (`PodResizePending` with
+    /// reason `Infeasible`).
+    infeasible: bool,
+}
+
+impl<'a> ResizeView<'a> {
+    fn of(status: Option<&'a PodStatus>) -> Self {
+        let Some(status) = status else {
+            return Self::default();
+        };
+        let statuses = (status.container_statuses.iter().flatten())
+            .chain(status.init_container_statuses.iter().flatten())
+            .filter(|s| s.resources.is_some())
+            .map(|s| (s.name.as_str(), s))
+            .collect();
+        let infeasible = (status.conditions.iter().flatten())
+            .find(|c| c.type_ == "PodResizePending")
+            .is_some_and(|c| c.reason.as_deref() == Some("Infeasible"));
+        Self {
+            statuses,
+            infeasible,
+        }
+    }
+
+    /// The request lists that count for `c`, as upstream's resource helpers
+    /// count them with the status's resources: the spec's, and once the
+    /// node reports what the container runs with, also that and what it
+    /// allocated; while the resize is infeasible, not the spec's.
+    fn request_lists(&self, c: &'a Container) -> Vec<&'a BTreeMap<String, Quantity>> {
+        let spec = c.resources.as_ref().and_then(|r| r.requests.as_ref());
+        let Some(status) = self.statuses.get(c.name.as_str()) else {
+            return spec.into_iter().collect();
+        };
+        let running = status.resources.as_ref().and_then(|r| r.requests.as_ref());
+        let spec = spec.filter(|_| !self.infeasible);
+        [spec, running, status.allocated_resources.as_ref()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+fn container_requests(lists: &[&BTreeMap<String, Quantity>]) -> (Resource, i64, i64) {
+    let mut r = Resource::default();
+    for list in lists {
+        r.set_max(&Resource::from_map(list));
+    }
+    let has = |name: &str| lists.iter().any(|m| m.contains_key(name));
     let cpu = if has("cpu") {
         r.milli_cpu
     } else {
@@ -330,15 +382,17 @@ fn container_requests(c: &Container) -> (Resource, i64, i64) {
     (r, cpu, mem)
 }
 
-/// Effective pod requests: regular containers and sidecars run together; each ordinary
+/// Effective pod requests (each container's as [`ResizeView::request_lists`]
+/// counts them): regular containers and sidecars run together; each ordinary
 /// init container runs alone next to the sidecars started before it; the pod needs the
 /// maximum of both, plus overhead. Returns the requests and the non-zero requests (CPU
 /// and memory only, with scoring defaults for containers that request none).
-fn pod_requests(spec: &PodSpec) -> (Resource, Resource) {
+fn pod_requests(spec: &PodSpec, status: Option<&PodStatus>) -> (Resource, Resource) {
+    let resize = ResizeView::of(status);
     let mut reqs = Resource::default();
     let (mut nz_cpu, mut nz_mem) = (0i64, 0i64);
     for c in &spec.containers {
-        let (r, cpu, mem) = container_requests(c);
+        let (r, cpu, mem) = container_requests(&resize.request_lists(c));
         reqs.add(&r);
         nz_cpu += cpu;
         nz_mem += mem;
@@ -348,8 +402,14 @@ fn pod_requests(spec: &PodSpec) -> (Resource, Resource) {
     let mut init_max = Resource::default();
     let (mut init_cpu, mut init_mem) = (0i64, 0i64);
     for c in spec.init_containers.iter().flatten() {
-        let (r, cpu, mem) = container_requests(c);
         let restartable = containers::is_sidecar(c);
+        // Only sidecars are resized; an ordinary init container's spec holds.
+        let lists = if restartable {
+            resize.request_lists(c)
+        } else {
+            ResizeView::default().request_lists(c)
+        };
+        let (r, cpu, mem) = container_requests(&lists);
         let (during, d_cpu, d_mem) = if restartable {
             reqs.add(&r);
             nz_cpu += cpu;
@@ -485,6 +545,49 @@ mod tests {
             assert_eq!(info.requests.milli_cpu, c.cpu, "{}", c.name);
             assert_eq!(info.requests.memory, c.mem, "{}", c.name);
         }
+    }
+
+    #[test]
+    fn a_resizing_pod_holds_the_most_its_node_may_run_it_with() {
+        let pod = |spec_cpu: &str, running: &str, allocated: &str, reason: Option<&str>| {
+            let conditions: Vec<serde_json::Value> = reason
+                .map(|r| serde_json::json!({"type": "PodResizePending", "status": "True", "reason": r}))
+                .into_iter()
+                .collect();
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "default"},
+                "spec": {
+                    "containers": [{"name": "a", "resources": {"requests": {"cpu": spec_cpu}}}],
+                    "initContainers": [{"name": "once", "restartPolicy": "Never",
+                        "resources": {"requests": {"cpu": "100m"}}}]},
+                "status": {"conditions": conditions, "containerStatuses": [{
+                    "name": "a", "image": "i", "imageID": "", "ready": true, "restartCount": 0,
+                    "allocatedResources": {"cpu": allocated},
+                    "resources": {"requests": {"cpu": running}}}],
+                    "initContainerStatuses": [{
+                    "name": "once", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                    "resources": {"requests": {"cpu": "9"}}}]}
+            }))
+            .unwrap();
+            PodInfo::new(Arc::new(pod)).requests.milli_cpu
+        };
+        assert_eq!(
+            pod("1", "2", "2", None),
+            2000,
+            "shrinking: still runs with 2"
+        );
+        assert_eq!(pod("4", "2", "2", None), 4000, "growing: the spec's");
+        assert_eq!(pod("1", "1", "3", None), 3000, "allocated, not yet applied");
+        assert_eq!(
+            pod("8", "2", "2", Some("Infeasible")),
+            2000,
+            "never the spec's"
+        );
+        assert_eq!(
+            pod("8", "2", "2", Some("Deferred")),
+            8000,
+            "deferred: the spec's"
+        );
     }
 
     #[test]

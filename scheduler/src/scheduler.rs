@@ -259,20 +259,21 @@ impl Scheduler {
         if labels_of(&old.metadata.labels) != labels_of(&new.metadata.labels) {
             actions = actions.or(ActionSet::UPDATE_POD_LABEL);
         }
-        // Status-only updates (the kubelet's) are frequent: compare specs before paying
-        // for a second PodInfo.
-        let spec_changed = old.spec != new.spec;
+        // The requests held before come from the cache's copy, so the
+        // frequent status-only updates (the kubelet's) cost no second
+        // PodInfo; a status update can lower them too (a resize applied).
         let info = Arc::new(PodInfo::new(new.clone()));
-        if spec_changed {
-            let old_req = PodInfo::new(Arc::new(old.clone())).requests;
-            if info.requests.milli_cpu < old_req.milli_cpu || info.requests.memory < old_req.memory
-            {
-                actions = actions.or(ActionSet::UPDATE_POD_SCALE_DOWN);
-            }
+        let mut cache = self.cache.lock();
+        if let Some(before) = cache.get_pod(&info.key)
+            && (info.requests.milli_cpu < before.requests.milli_cpu
+                || info.requests.memory < before.requests.memory)
+        {
+            actions = actions.or(ActionSet::UPDATE_POD_SCALE_DOWN);
         }
-        if let Err(e) = self.cache.lock().update_pod(info) {
+        if let Err(e) = cache.update_pod(info) {
             tracing::debug!(error = %e, "pod update ignored by cache");
         }
+        drop(cache);
         let objects = EventObjects::Pod {
             old: Some(old),
             new: Some(&new),

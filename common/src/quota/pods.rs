@@ -78,9 +78,67 @@ pub fn counts_for_compute(pod: &Value, now: Timestamp) -> bool {
     }
 }
 
-/// A container's `resources.<field>` (`requests` or `limits`).
-fn container_list(container: &Value, field: &str) -> ResourceList {
+/// A container's `resources.<field>` (`requests` or `limits`) as its spec
+/// says them.
+fn spec_list(container: &Value, field: &str) -> ResourceList {
     read_list(&container["resources"][field])
+}
+
+/// What a pod's status says of its containers' resources while an
+/// in-place resize may have the node run them otherwise than the spec says.
+struct ResizeView<'a> {
+    /// Each container's status (regular and init) by name.
+    statuses: BTreeMap<&'a str, &'a Value>,
+    /// The node said the pod's resize cannot be done (`PodResizePending`
+    /// with reason `Infeasible`).
+    infeasible: bool,
+}
+
+impl<'a> ResizeView<'a> {
+    fn of(pod: &'a Value) -> Self {
+        let status = &pod["status"];
+        let statuses = ["containerStatuses", "initContainerStatuses"]
+            .iter()
+            .flat_map(|list| status[*list].as_array().into_iter().flatten())
+            .filter_map(|s| Some((s["name"].as_str()?, s)))
+            .collect();
+        let infeasible = status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "PodResizePending")
+            .is_some_and(|c| c["reason"] == "Infeasible");
+        Self {
+            statuses,
+            infeasible,
+        }
+    }
+
+    /// A container's `requests` or `limits` (per `field`) as upstream counts
+    /// them with the status's resources: once the node reports what the
+    /// container runs with, the largest of the spec's, the running and (for
+    /// requests) the allocated amounts; while the resize is infeasible, the
+    /// spec's are left out.
+    fn container_list(&self, container: &Value, field: &str) -> ResourceList {
+        let spec = spec_list(container, field);
+        let Some(status) = container["name"]
+            .as_str()
+            .and_then(|name| self.statuses.get(name))
+            .filter(|s| s["resources"].is_object())
+        else {
+            return spec;
+        };
+        let mut counted = if self.infeasible {
+            ResourceList::new()
+        } else {
+            spec
+        };
+        max_into(&mut counted, &read_list(&status["resources"][field]));
+        if field == "requests" {
+            max_into(&mut counted, &read_list(&status["allocatedResources"]));
+        }
+        counted
+    }
 }
 
 /// Raises each of `into`'s amounts to `other`'s where that is larger.
@@ -96,21 +154,28 @@ fn max_into(into: &mut ResourceList, other: &ResourceList) {
 }
 
 /// The pod's effective `requests` or `limits` (per `field`): its
-/// containers' sum; an init container runs alone (besides the sidecars
+/// containers' sum (each as [`ResizeView::container_list`] counts it); an init container runs alone (besides the sidecars
 /// started before it), so only the largest such moment raises the sum;
 /// sidecars (init containers with `restartPolicy: Always`) run alongside
 /// and add. Overhead adds to requests, and to limits the pod sets.
 fn pod_total(pod: &Value, field: &str) -> ResourceList {
     let spec = &pod["spec"];
+    let resize = ResizeView::of(pod);
     let mut total = ResourceList::new();
     for container in spec["containers"].as_array().into_iter().flatten() {
-        total = add(&total, &container_list(container, field));
+        total = add(&total, &resize.container_list(container, field));
     }
     let mut sidecars = ResourceList::new();
     let mut init_peak = ResourceList::new();
     for container in spec["initContainers"].as_array().into_iter().flatten() {
-        let own = container_list(container, field);
-        let moment = if container["restartPolicy"] == "Always" {
+        let sidecar = container["restartPolicy"] == "Always";
+        // Only sidecars are resized; an ordinary init container's spec holds.
+        let own = if sidecar {
+            resize.container_list(container, field)
+        } else {
+            spec_list(container, field)
+        };
+        let moment = if sidecar {
             total = add(&total, &own);
             sidecars = add(&sidecars, &own);
             sidecars.clone()
@@ -201,8 +266,8 @@ pub(super) fn constraints(required: &[String], pod: &Value) -> Result<(), String
     let mut missing: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for container in all_containers(pod) {
         let usage = compute_usage(
-            &container_list(container, "requests"),
-            &container_list(container, "limits"),
+            &spec_list(container, "requests"),
+            &spec_list(container, "limits"),
         );
         for name in &required {
             if !usage.contains_key(*name) {
@@ -231,7 +296,7 @@ pub(super) fn constraints(required: &[String], pod: &Value) -> Result<(), String
 pub fn is_best_effort(pod: &Value) -> bool {
     all_containers(pod).all(|container| {
         ["requests", "limits"].iter().all(|field| {
-            let list = container_list(container, field);
+            let list = spec_list(container, field);
             ["cpu", "memory"]
                 .iter()
                 .all(|name| list.get(*name).is_none_or(|a| a.milli() <= 0))
@@ -306,6 +371,54 @@ mod tests {
 
     fn pod(containers: Value) -> Value {
         json!({"metadata": {"name": "p"}, "spec": {"containers": containers}})
+    }
+
+    #[test]
+    fn a_resizing_pod_is_charged_the_most_its_node_may_run_it_with() {
+        let container = |cpu: &str| {
+            json!({"name": "a", "resources": {"requests": {"cpu": cpu, "memory": "64Mi"},
+                "limits": {"cpu": cpu, "memory": "64Mi"}}})
+        };
+        let running = |cpu: &str, allocated: &str| {
+            json!({"name": "a", "allocatedResources": {"cpu": allocated, "memory": "64Mi"},
+                "resources": {"requests": {"cpu": cpu, "memory": "64Mi"},
+                    "limits": {"cpu": cpu, "memory": "64Mi"}}})
+        };
+        let with_status = |spec_cpu: &str, status: Value, conditions: Value| {
+            json!({"metadata": {"name": "p"},
+                "spec": {"containers": [container(spec_cpu)]},
+                "status": {"containerStatuses": [status], "conditions": conditions}})
+        };
+        let cpu = |p: &Value, field: &str| pod_total(p, field)["cpu"].to_string();
+        // Shrinking: the node still runs it with 2 until it applies the change.
+        let shrinking = with_status("1", running("2", "2"), json!([]));
+        assert_eq!(cpu(&shrinking, "requests"), "2");
+        assert_eq!(cpu(&shrinking, "limits"), "2");
+        // Growing: the spec's larger amount counts before the node applies it.
+        let growing = with_status("4", running("2", "2"), json!([]));
+        assert_eq!(cpu(&growing, "requests"), "4");
+        // Allocated but not yet running with it: the allocation counts.
+        let allocated = with_status("1", running("1", "3"), json!([]));
+        assert_eq!(cpu(&allocated, "requests"), "3");
+        assert_eq!(cpu(&allocated, "limits"), "1", "limits know no allocation");
+        // Infeasible: the node will never run the spec's amount.
+        let infeasible = with_status(
+            "8",
+            running("2", "2"),
+            json!([{"type": "PodResizePending", "status": "True", "reason": "Infeasible"}]),
+        );
+        assert_eq!(cpu(&infeasible, "requests"), "2");
+        assert_eq!(cpu(&infeasible, "limits"), "2");
+        // Deferred is not infeasible: the spec counts.
+        let deferred = with_status(
+            "8",
+            running("2", "2"),
+            json!([{"type": "PodResizePending", "status": "True", "reason": "Deferred"}]),
+        );
+        assert_eq!(cpu(&deferred, "requests"), "8");
+        // No resources reported yet: the spec alone.
+        let starting = with_status("1", json!({"name": "a"}), json!([]));
+        assert_eq!(cpu(&starting, "requests"), "1");
     }
 
     #[test]
