@@ -463,6 +463,9 @@ async fn run_with_runtime(
             authorizer: Arc::new(server::authz::CachedReviewer::new(Arc::new(
                 server::authz::SubjectAccessReviewer::new(client.clone(), node_name.clone()),
             ))),
+            authenticator: Arc::new(server::authn::CachedTokens::new(Arc::new(
+                server::authn::TokenReviewer::new(client.clone()),
+            ))),
         };
         let addresses = vec![facts.internal_ip.clone(), node_name.clone()];
         tasks.spawn(serve_node(

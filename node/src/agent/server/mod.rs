@@ -10,13 +10,15 @@
 //!
 //! The server speaks HTTPS only ([`tls`]): it presents the node's serving
 //! certificate (`system:node:<name>`, signed by the cluster CA) and
-//! authenticates callers by client certificates from that CA; every request
+//! authenticates callers by client certificates from that CA, or else by a
+//! bearer token the API server accepts in a TokenReview ([`authn`]); every request
 //! is then authorized as the kubelet's webhook mode does it ([`authz`]: a
 //! SubjectAccessReview for `<verb> nodes/<subresource>` on this node).
 //! No certificate: 401; not allowed: 403. It listens on the node's address,
 //! and the port actually bound is published in the Node's
 //! `status.daemonEndpoints.kubeletEndpoint.port`.
 
+pub(crate) mod authn;
 pub(crate) mod authz;
 pub(crate) mod bridge;
 pub(crate) mod container_logs;
@@ -64,6 +66,8 @@ pub(crate) struct NodeState {
     pub stats: Arc<crate::agent::node::stats::StatsProvider>,
     /// Decides what each caller may do.
     pub authorizer: Arc<dyn authz::Reviewer>,
+    /// Says whom a bearer token names (callers without a certificate).
+    pub authenticator: Arc<dyn authn::TokenAuthenticator>,
 }
 
 /// Failures starting the node server.
@@ -150,11 +154,25 @@ pub(crate) async fn serve(
     tls::serve(listener, tls, router(state), stop).await;
 }
 
-/// Refuses a request without a verified caller (401) or whose caller the
-/// authorizer does not allow (403), as the kubelet does.
+/// Refuses a request without a verified caller (401: no client certificate
+/// from the cluster CA and no bearer token the API server accepts) or whose
+/// caller the authorizer does not allow (403), as the kubelet does.
 async fn authorize(State(state): State<NodeState>, request: Request, next: Next) -> Response {
-    let Some(tls::Peer(Some(caller))) = request.extensions().get::<tls::Peer>().cloned() else {
-        return status::failure(StatusCode::UNAUTHORIZED, "Unauthorized");
+    let certified = match request.extensions().get::<tls::Peer>() {
+        Some(tls::Peer(Some(caller))) => Some(caller.clone()),
+        _ => None,
+    };
+    let caller = match (certified, authn::bearer_token(request.headers())) {
+        (Some(caller), _) => caller,
+        (None, Some(token)) => match state.authenticator.authenticate(token).await {
+            Ok(Some(caller)) => caller,
+            Ok(None) => return status::failure(StatusCode::UNAUTHORIZED, "Unauthorized"),
+            Err(error) => {
+                tracing::warn!(%error, "node server authentication failed");
+                return status::failure(StatusCode::UNAUTHORIZED, "Unauthorized");
+            }
+        },
+        (None, None) => return status::failure(StatusCode::UNAUTHORIZED, "Unauthorized"),
     };
     let path = request.uri().path();
     let Some(action) = authz::NodeAction::of(request.method(), path) else {

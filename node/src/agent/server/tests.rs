@@ -12,6 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
+use super::authn::{AuthnError, TokenAuthenticator};
 use super::authz::{AuthzError, Caller, NodeAction, Reviewer};
 use super::{NodeState, serve, tls};
 use crate::agent::identity::pki::{self, CertSlot};
@@ -32,6 +33,24 @@ impl Reviewer for OneUser {
             .unwrap()
             .push((caller.name.clone(), action.clone()));
         Ok(caller.name == self.allowed)
+    }
+}
+
+/// Knows two tokens: the API server's user's and alice's.
+struct TwoTokens;
+
+#[async_trait]
+impl TokenAuthenticator for TwoTokens {
+    async fn authenticate(&self, token: &str) -> Result<Option<Caller>, AuthnError> {
+        let name = match token {
+            "apiserver-token" => "kube-apiserver-kubelet-client",
+            "alice-token" => "alice",
+            _ => return Ok(None),
+        };
+        Ok(Some(Caller {
+            name: name.into(),
+            groups: vec!["system:authenticated".into()],
+        }))
     }
 }
 
@@ -87,6 +106,14 @@ async fn start() -> Running {
 }
 
 async fn start_with(authorizer: Arc<dyn Reviewer>, reviewer: Arc<OneUser>) -> Running {
+    start_full(authorizer, Arc::new(TwoTokens), reviewer).await
+}
+
+async fn start_full(
+    authorizer: Arc<dyn Reviewer>,
+    authenticator: Arc<dyn TokenAuthenticator>,
+    reviewer: Arc<OneUser>,
+) -> Running {
     let dir = tempfile::tempdir().unwrap();
     let ca = TestCa::new("cluster-ca");
     let signer: Arc<dyn serving_cert::ServingCertSigner> = Arc::new(CaSigner(ca.clone()));
@@ -115,6 +142,7 @@ async fn start_with(authorizer: Arc<dyn Reviewer>, reviewer: Arc<OneUser>) -> Ru
         pods: Arc::new(skiff_informer::Cache::new()),
         log_root: dir.path().join("logs"),
         authorizer,
+        authenticator,
     };
     let listener = super::bind("127.0.0.1".parse().unwrap(), 0).await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -140,6 +168,18 @@ async fn request(
     method: &str,
     path: &str,
 ) -> Result<String, String> {
+    request_with(port, server_ca, client, method, path, "").await
+}
+
+/// [`request`] with `headers` (each line ending in CRLF) added.
+async fn request_with(
+    port: u16,
+    server_ca: &str,
+    client: Option<(String, String)>,
+    method: &str,
+    path: &str,
+    headers: &str,
+) -> Result<String, String> {
     let roots = pki::root_store(server_ca).unwrap();
     let builder = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
@@ -164,7 +204,8 @@ async fn request(
         .connect(ServerName::try_from("127.0.0.1").unwrap(), tcp)
         .await
         .map_err(|e| format!("handshake: {e}"))?;
-    let head = format!("{method} {path} HTTP/1.1\r\nHost: n1\r\nConnection: close\r\n\r\n");
+    let head =
+        format!("{method} {path} HTTP/1.1\r\nHost: n1\r\nConnection: close\r\n{headers}\r\n");
     stream
         .write_all(head.as_bytes())
         .await
@@ -402,5 +443,124 @@ async fn resource_usage_needs_nodes_stats_or_metrics() {
     let answer = node.get_as_api_server("/metrics/resource").await;
     assert_eq!(status_code(&answer), 500, "{answer}");
     assert!(answer.contains("failed to get resource usage"), "{answer}");
+    let _ = node.stop.send(true);
+}
+
+/// A caller without a certificate may present a bearer token, as a
+/// monitoring agent's service account does to a kubelet: a token the API
+/// server does not accept is 401, one naming a user not allowed is 403, and
+/// the allowed user's reaches the handler.
+#[tokio::test]
+async fn bearer_tokens_are_judged_by_token_reviews() {
+    let node = start().await;
+    let with_token = |token: &str| format!("Authorization: Bearer {token}\r\n");
+    let call = |token: String| {
+        let ca = node.ca.cert_pem.clone();
+        let port = node.port;
+        async move {
+            request_with(port, &ca, None, "GET", "/metrics", &token)
+                .await
+                .unwrap()
+        }
+    };
+    let answer = call(with_token("forged")).await;
+    assert_eq!(status_code(&answer), 401, "{answer}");
+    let answer = call("Authorization: Basic YWxpY2U6cHc=\r\n".into()).await;
+    assert_eq!(status_code(&answer), 401, "{answer}");
+    let answer = call(with_token("alice-token")).await;
+    assert_forbidden(
+        &answer,
+        "user=alice, verb=get, resource=nodes, subresource(s)=[metrics]",
+    );
+    let answer = call(with_token("apiserver-token")).await;
+    assert_eq!(status_code(&answer), 200, "{answer}");
+    node.assert_api_server_asked("metrics");
+    let _ = node.stop.send(true);
+}
+
+/// The production path: a service account's token is reviewed by the API
+/// server, and what the account may do is its RBAC: nothing at first,
+/// `get nodes/metrics` once bound to a role that grants it.
+#[tokio::test]
+async fn a_service_account_token_is_reviewed_and_authorized_by_the_api_server() {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use kube::Api;
+    use kube::api::PostParams;
+    use skiff_testkit::{TestCluster, UserInfo};
+
+    use super::authn::{CachedTokens, TokenReviewer};
+    use super::authz::SubjectAccessReviewer;
+
+    let cluster = TestCluster::start().await;
+    let admin = cluster.client.clone();
+    let node_client = cluster.client_as(UserInfo::new(
+        "system:node:n1",
+        ["system:nodes".to_string()],
+    ));
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), "default");
+    let account: ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "scraper"}})).unwrap();
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap();
+    let request: TokenRequest =
+        serde_json::from_value(serde_json::json!({"spec": {"audiences": []}})).unwrap();
+    let token = accounts
+        .create_subresource::<TokenRequest, TokenRequest>(
+            "token",
+            "scraper",
+            &PostParams::default(),
+            &request,
+        )
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .token;
+    let unused = Arc::new(OneUser {
+        allowed: "",
+        asked: Mutex::new(Vec::new()),
+    });
+    let node = start_full(
+        Arc::new(SubjectAccessReviewer::new(node_client.clone(), "n1")),
+        Arc::new(CachedTokens::new(Arc::new(TokenReviewer::new(node_client)))),
+        unused,
+    )
+    .await;
+    let get = |token: String| {
+        let ca = node.ca.cert_pem.clone();
+        let port = node.port;
+        async move {
+            let header = format!("Authorization: Bearer {token}\r\n");
+            request_with(port, &ca, None, "GET", "/metrics", &header)
+                .await
+                .unwrap()
+        }
+    };
+    let answer = get(format!("{token}x")).await;
+    assert_eq!(status_code(&answer), 401, "a tampered token: {answer}");
+    let answer = get(token.clone()).await;
+    assert_forbidden(
+        &answer,
+        "user=system:serviceaccount:default:scraper, verb=get, resource=nodes, subresource(s)=[metrics]",
+    );
+    let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(admin.clone());
+    let role = serde_json::from_value(serde_json::json!({"metadata": {"name": "scrape"},
+        "rules": [{"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]}]}))
+    .unwrap();
+    roles.create(&PostParams::default(), &role).await.unwrap();
+    let bindings: Api<k8s_openapi::api::rbac::v1::ClusterRoleBinding> = Api::all(admin);
+    let binding = serde_json::from_value(serde_json::json!({"metadata": {"name": "scrape"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "scrape"},
+        "subjects": [{"kind": "ServiceAccount", "name": "scraper", "namespace": "default"}]}))
+    .unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let answer = get(token).await;
+    assert_eq!(status_code(&answer), 200, "{answer}");
     let _ = node.stop.send(true);
 }
