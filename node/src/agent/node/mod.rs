@@ -5,6 +5,7 @@
 //! server reports about it (`stats`, `metrics`), and the events it reports
 //! about itself (`events`).
 
+pub(crate) mod cadvisor;
 pub(crate) mod events;
 pub mod eviction;
 pub mod host;

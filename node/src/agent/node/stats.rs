@@ -686,14 +686,14 @@ pub(crate) fn summary_json(summary: &Summary) -> Value {
 }
 
 /// A label value in the Prometheus text format.
-fn escape(value: &str) -> String {
+pub(crate) fn escape(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
         .replace('\n', "\\n")
 }
 
-fn seconds(ns: u64) -> f64 {
+pub(crate) fn seconds(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
 

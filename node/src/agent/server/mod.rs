@@ -5,8 +5,9 @@
 //! - `/exec/{namespace}/{pod}/{container}`, `/attach/...` (upgrade)
 //! - `/portForward/{namespace}/{pod}` (upgrade)
 //! - `GET /metrics` (the agent's Prometheus metrics)
-//! - `GET /stats/summary` and `GET /metrics/resource`: resource usage
-//!   ([`resource_usage`])
+//! - `GET /stats/summary`, `GET /metrics/resource` and
+//!   `GET /metrics/cadvisor`: resource usage ([`resource_usage`])
+//! - `GET /healthz` and `GET /pods` ([`kubelet_info`])
 //!
 //! The server speaks HTTPS only ([`tls`]): it presents the node's serving
 //! certificate (`system:node:<name>`, signed by the cluster CA) and
@@ -22,6 +23,7 @@ pub(crate) mod authn;
 pub(crate) mod authz;
 pub(crate) mod bridge;
 pub(crate) mod container_logs;
+pub(crate) mod kubelet_info;
 pub(crate) mod resource_usage;
 pub(crate) mod spdy;
 pub(crate) mod status;
@@ -127,6 +129,9 @@ pub(crate) fn router(state: NodeState) -> Router {
         .route("/metrics", get(metrics))
         .route("/stats/summary", get(resource_usage::summary))
         .route("/metrics/resource", get(resource_usage::metrics))
+        .route("/metrics/cadvisor", get(resource_usage::cadvisor_metrics))
+        .route("/healthz", get(kubelet_info::healthz))
+        .route("/pods", get(kubelet_info::pods))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .with_state(state)
 }

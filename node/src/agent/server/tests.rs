@@ -430,6 +430,7 @@ async fn resource_usage_needs_nodes_stats_or_metrics() {
     for (path, subresource) in [
         ("/stats/summary", "stats"),
         ("/metrics/resource", "metrics"),
+        ("/metrics/cadvisor", "metrics"),
     ] {
         let answer = node.call(Some(other.clone()), "GET", path).await;
         assert_forbidden(
@@ -440,9 +441,39 @@ async fn resource_usage_needs_nodes_stats_or_metrics() {
     }
     // The allowed caller reaches the collector (whose runtime is absent
     // here: a 500 saying so, not a 403).
-    let answer = node.get_as_api_server("/metrics/resource").await;
-    assert_eq!(status_code(&answer), 500, "{answer}");
-    assert!(answer.contains("failed to get resource usage"), "{answer}");
+    for path in ["/metrics/resource", "/metrics/cadvisor"] {
+        let answer = node.get_as_api_server(path).await;
+        assert_eq!(status_code(&answer), 500, "{answer}");
+        assert!(answer.contains("failed to get resource usage"), "{answer}");
+    }
+    let _ = node.stop.send(true);
+}
+
+/// `/healthz` and `/pods` are `get nodes/proxy`, as the kubelet's: refused
+/// to others, answered to the allowed caller (this node holds no pods).
+#[tokio::test]
+async fn health_and_pods_need_nodes_proxy() {
+    let node = start().await;
+    let other = node.ca.client_cert("someone", &["system:authenticated"]);
+    for path in ["/healthz", "/pods"] {
+        let answer = node.call(None, "GET", path).await;
+        assert_eq!(status_code(&answer), 401, "{answer}");
+        let answer = node.call(Some(other.clone()), "GET", path).await;
+        assert_forbidden(
+            &answer,
+            "user=someone, verb=get, resource=nodes, subresource(s)=[proxy]",
+        );
+    }
+    let answer = node.get_as_api_server("/healthz").await;
+    assert_eq!(status_code(&answer), 200, "{answer}");
+    assert!(answer.ends_with("\r\n\r\nok"), "{answer:?}");
+    let answer = node.get_as_api_server("/pods").await;
+    assert_eq!(status_code(&answer), 200, "{answer}");
+    let (_, body) = answer.split_once("\r\n\r\n").expect("a body");
+    let list: serde_json::Value = serde_json::from_str(body).expect("json");
+    assert_eq!(list["kind"], "PodList");
+    assert_eq!(list["items"], serde_json::json!([]));
+    node.assert_api_server_asked("proxy");
     let _ = node.stop.send(true);
 }
 
