@@ -9,12 +9,14 @@
 //! replaces their content at once through [`atomic_writer`]'s `..data`
 //! link, so running containers see updates as upstream's do. Secret and
 //! projected volumes, and emptyDirs of medium `Memory`, are tmpfs mounts,
-//! as upstream's.
+//! as upstream's. A pod's `fsGroup` is given to the volumes upstream gives
+//! it to ([`ownership`]).
 
 pub(crate) mod atomic_writer;
 pub(crate) mod claims;
 pub(crate) mod host_path;
 pub(crate) mod mounts;
+pub(crate) mod ownership;
 pub(crate) mod reclaim;
 pub(crate) mod sa_token;
 pub(crate) mod sub_path;
@@ -252,6 +254,7 @@ async fn prepare_one(
         std::fs::create_dir_all(&dir).map_err(io_err(&dir))?;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777))
             .map_err(io_err(&dir))?;
+        give_fs_group(&name, pod, &dir, false)?;
         return Ok(dir);
     }
     if volume.secret.is_some() || volume.projected.is_some() {
@@ -329,7 +332,20 @@ async fn prepare_one(
         return Err(VolumeError::Unsupported(name));
     }
     write_files(&name, &dir, &files)?;
+    give_fs_group(&name, pod, &dir, true)?;
     Ok(dir)
+}
+
+/// Gives the volume `name` at `dir` the pod's `fsGroup`, if it sets one.
+fn give_fs_group(name: &str, pod: &Pod, dir: &Path, read_only: bool) -> Result<(), VolumeError> {
+    let Some(group) = ownership::fs_group(pod) else {
+        return Ok(());
+    };
+    ownership::apply(dir, group, read_only).map_err(|e| VolumeError::Io {
+        volume: name.to_string(),
+        path: e.path,
+        source: e.source,
+    })
 }
 
 /// Where a volume's files, or one projected source's, come from.
@@ -496,6 +512,53 @@ fn write_files(volume: &str, dir: &Path, files: &[VolumeFile]) -> Result<(), Vol
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An emptyDir and a downwardAPI volume of a pod with `fsGroup` carry
+    /// the group (neither needs the API: the client is never reached).
+    #[tokio::test]
+    async fn a_pods_fs_group_is_given_to_its_volumes() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let allocatable = NodeAllocatable {
+            cpu: 2.0,
+            memory: 1e9,
+            ephemeral_storage: 1e10,
+            pods: 110,
+        };
+        let ctx = VolumeContext {
+            client: &client,
+            provisioner: &client,
+            agent_dir: dir.path(),
+            host_ip: "192.0.2.1",
+            allocatable: &allocatable,
+            node_name: "n1",
+            storage_dir: &dir.path().join("storage"),
+            content_resync: Duration::from_secs(60),
+        };
+        let pod = |fs_group: Option<i64>| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "default", "uid": format!("u{fs_group:?}"),
+                    "labels": {"app": "x"}},
+                "spec": {"securityContext": {"fsGroup": fs_group}, "containers": [], "volumes": [
+                    {"name": "scratch", "emptyDir": {}},
+                    {"name": "info", "downwardAPI": {"defaultMode": 0o400, "items": [
+                        {"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}}]}
+            }))
+            .unwrap()
+        };
+        let prepared = prepare(&ctx, &pod(Some(2000)), None).await.unwrap();
+        let scratch = std::fs::metadata(&prepared.paths["scratch"]).unwrap();
+        assert_eq!((scratch.gid(), scratch.mode() & 0o7777), (2000, 0o2777));
+        let labels = std::fs::metadata(prepared.paths["info"].join("labels")).unwrap();
+        assert_eq!((labels.gid(), labels.mode() & 0o777), (2000, 0o440));
+        // Without fsGroup nothing changes hands.
+        let prepared = prepare(&ctx, &pod(None), None).await.unwrap();
+        let labels = std::fs::metadata(prepared.paths["info"].join("labels")).unwrap();
+        assert_eq!(labels.mode() & 0o777, 0o400);
+        assert_eq!(labels.gid(), 0);
+    }
 
     #[test]
     fn items_select_and_rename_keys_with_modes() {
