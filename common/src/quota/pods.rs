@@ -85,7 +85,9 @@ fn spec_list(container: &Value, field: &str) -> ResourceList {
 }
 
 /// What a pod's status says of its containers' resources while an
-/// in-place resize may have the node run them otherwise than the spec says.
+/// in-place resize may have the node run them otherwise than the spec says
+/// (the default: nothing, the spec alone counts).
+#[derive(Default)]
 struct ResizeView<'a> {
     /// Each container's status (regular and init) by name.
     statuses: BTreeMap<&'a str, &'a Value>,
@@ -158,9 +160,8 @@ fn max_into(into: &mut ResourceList, other: &ResourceList) {
 /// started before it), so only the largest such moment raises the sum;
 /// sidecars (init containers with `restartPolicy: Always`) run alongside
 /// and add. Overhead adds to requests, and to limits the pod sets.
-fn pod_total(pod: &Value, field: &str) -> ResourceList {
+fn pod_total(pod: &Value, field: &str, resize: ResizeView<'_>) -> ResourceList {
     let spec = &pod["spec"];
-    let resize = ResizeView::of(pod);
     let mut total = ResourceList::new();
     for container in spec["containers"].as_array().into_iter().flatten() {
         total = add(&total, &resize.container_list(container, field));
@@ -195,14 +196,28 @@ fn pod_total(pod: &Value, field: &str) -> ResourceList {
     total
 }
 
-/// What the pod requests in all (as the scheduler and quota see it).
+/// What the pod's spec requests in all: what a node admitting the pod (or
+/// its resize) must find room for, and what LimitRange bounds.
 pub fn pod_requests(pod: &Value) -> ResourceList {
-    pod_total(pod, "requests")
+    pod_total(pod, "requests", ResizeView::default())
 }
 
-/// The pod's limits in all (names no container limits are absent).
+/// The pod's spec limits in all (names no container limits are absent).
 pub fn pod_limits(pod: &Value) -> ResourceList {
-    pod_total(pod, "limits")
+    pod_total(pod, "limits", ResizeView::default())
+}
+
+/// What the pod holds of its node's requests as quota counts it (and the
+/// scheduler): with what its status says the node runs it with, while an
+/// in-place resize is pending (see [`ResizeView::container_list`]).
+pub fn pod_requests_in_use(pod: &Value) -> ResourceList {
+    pod_total(pod, "requests", ResizeView::of(pod))
+}
+
+/// The pod's limits as quota counts them, status included as for
+/// [`pod_requests_in_use`].
+pub fn pod_limits_in_use(pod: &Value) -> ResourceList {
+    pod_total(pod, "limits", ResizeView::of(pod))
 }
 
 /// The compute names charged for `requests` and `limits`: `pods`, each of
@@ -238,7 +253,7 @@ pub(super) fn usage(pod: &Value, now: Timestamp) -> ResourceList {
     if !counts_for_compute(pod, now) {
         return ResourceList::new();
     }
-    compute_usage(&pod_requests(pod), &pod_limits(pod))
+    compute_usage(&pod_requests_in_use(pod), &pod_limits_in_use(pod))
 }
 
 /// A pod's containers, then its init containers, in their wire form.
@@ -389,7 +404,8 @@ mod tests {
                 "spec": {"containers": [container(spec_cpu)]},
                 "status": {"containerStatuses": [status], "conditions": conditions}})
         };
-        let cpu = |p: &Value, field: &str| pod_total(p, field)["cpu"].to_string();
+        let cpu =
+            |p: &Value, field: &str| pod_total(p, field, ResizeView::of(p))["cpu"].to_string();
         // Shrinking: the node still runs it with 2 until it applies the change.
         let shrinking = with_status("1", running("2", "2"), json!([]));
         assert_eq!(cpu(&shrinking, "requests"), "2");
@@ -409,6 +425,9 @@ mod tests {
         );
         assert_eq!(cpu(&infeasible, "requests"), "2");
         assert_eq!(cpu(&infeasible, "limits"), "2");
+        // What the spec asks, for a node admitting the resize.
+        assert_eq!(pod_requests(&infeasible)["cpu"].to_string(), "8");
+        assert_eq!(pod_requests_in_use(&infeasible)["cpu"].to_string(), "2");
         // Deferred is not infeasible: the spec counts.
         let deferred = with_status(
             "8",
