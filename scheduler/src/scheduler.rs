@@ -4,12 +4,13 @@
 //! Integration entry points: the `on_*` event handlers (fed by informers), `run` (the
 //! loop), or `schedule_one` + `finish` for step-by-step use in tests and benchmarks.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod, ResourceRequirements};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -259,21 +260,20 @@ impl Scheduler {
         if labels_of(&old.metadata.labels) != labels_of(&new.metadata.labels) {
             actions = actions.or(ActionSet::UPDATE_POD_LABEL);
         }
-        // The requests held before come from the cache's copy, so the
-        // frequent status-only updates (the kubelet's) cost no second
-        // PodInfo; a status update can lower them too (a resize applied).
+        // Status-only updates (the kubelet's) are frequent: a second PodInfo
+        // is paid only when what the requests come from changed, the spec or
+        // the resources the node reports (a resize applied lowers them).
         let info = Arc::new(PodInfo::new(new.clone()));
-        let mut cache = self.cache.lock();
-        if let Some(before) = cache.get_pod(&info.key)
-            && (info.requests.milli_cpu < before.requests.milli_cpu
-                || info.requests.memory < before.requests.memory)
-        {
-            actions = actions.or(ActionSet::UPDATE_POD_SCALE_DOWN);
+        if old.spec != new.spec || reported_resources(old) != reported_resources(&new) {
+            let old_req = PodInfo::new(Arc::new(old.clone())).requests;
+            if info.requests.milli_cpu < old_req.milli_cpu || info.requests.memory < old_req.memory
+            {
+                actions = actions.or(ActionSet::UPDATE_POD_SCALE_DOWN);
+            }
         }
-        if let Err(e) = cache.update_pod(info) {
+        if let Err(e) = self.cache.lock().update_pod(info) {
             tracing::debug!(error = %e, "pod update ignored by cache");
         }
-        drop(cache);
         let objects = EventObjects::Pod {
             old: Some(old),
             new: Some(&new),
@@ -643,4 +643,36 @@ impl Scheduler {
         }
         ticker.abort();
     }
+}
+/// What a pod's status says of the resources its containers run with and
+/// were allocated, and why its resize waits: the parts of the status the
+/// scheduler's requests depend on.
+type ReportedResources<'a> = (
+    Vec<(
+        &'a str,
+        Option<&'a ResourceRequirements>,
+        Option<&'a BTreeMap<String, Quantity>>,
+    )>,
+    Option<&'a str>,
+);
+
+fn reported_resources(pod: &Pod) -> ReportedResources<'_> {
+    let Some(status) = pod.status.as_ref() else {
+        return (Vec::new(), None);
+    };
+    let containers = (status.container_statuses.iter().flatten())
+        .chain(status.init_container_statuses.iter().flatten())
+        .filter(|c| c.resources.is_some() || c.allocated_resources.is_some())
+        .map(|c| {
+            (
+                c.name.as_str(),
+                c.resources.as_ref(),
+                c.allocated_resources.as_ref(),
+            )
+        })
+        .collect();
+    let pending = (status.conditions.iter().flatten())
+        .find(|c| c.type_ == "PodResizePending")
+        .and_then(|c| c.reason.as_deref());
+    (containers, pending)
 }

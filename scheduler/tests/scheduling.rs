@@ -399,6 +399,44 @@ mod lifecycle {
         assert_eq!(placed.len(), 1);
     }
 
+    /// A pod shrunk in place holds its old size until the node reports the
+    /// resize applied; that status update then frees the room.
+    #[tokio::test]
+    async fn an_applied_shrink_frees_room() {
+        let c = TestCluster::new();
+        c.add_nodes(vec![
+            NodeBuilder::new("n1")
+                .allocatable(&[("cpu", "1"), ("memory", "1Gi"), ("pods", "10")])
+                .build(),
+        ]);
+        let running_with = |cpu: &str| {
+            let mut pod = PodBuilder::new("shrunk")
+                .node("n1")
+                .container(&[("cpu", "500m")])
+                .build();
+            let name = pod.spec.as_ref().unwrap().containers[0].name.clone();
+            pod.status = Some(
+                serde_json::from_value(serde_json::json!({"containerStatuses": [{
+                    "name": name, "image": "i", "imageID": "", "ready": true,
+                    "restartCount": 0, "allocatedResources": {"cpu": cpu},
+                    "resources": {"requests": {"cpu": cpu}}}]}))
+                .unwrap(),
+            );
+            pod
+        };
+        let before = running_with("1");
+        c.add_pod(before.clone());
+        c.add_pod(PodBuilder::new("p").container(&[("cpu", "500m")]).build());
+        let (placed, failed) = c.schedule_all().await;
+        assert!(placed.is_empty(), "the shrink is not applied yet");
+        assert_eq!(failed.len(), 1);
+        c.clock.advance(Duration::from_secs(1));
+        c.scheduler
+            .on_pod_update(&before, Arc::new(running_with("500m")));
+        let (placed, _) = c.schedule_all().await;
+        assert_eq!(placed, vec![("p".to_string(), "n1".to_string())]);
+    }
+
     #[tokio::test]
     async fn node_label_update_requeues_affinity_rejections() {
         let c = TestCluster::new();
