@@ -211,39 +211,15 @@ impl SchemaSet {
             Dialect::V3 => json!({ "allOf": [self.dialect.reference(OBJECT_META)] }),
             Dialect::V2 => self.dialect.reference(OBJECT_META),
         };
-        let schema = match (self.dialect, declared.and_then(Value::as_object)) {
-            (Dialect::V3, Some(declared)) => {
-                let mut schema = declared.clone();
-                let properties = schema.entry("properties").or_insert_with(|| json!({}));
-                if let Some(properties) = properties.as_object_mut() {
-                    properties.insert("metadata".into(), metadata);
-                    properties
-                        .entry("apiVersion")
-                        .or_insert_with(|| json!({ "type": "string" }));
-                    properties
-                        .entry("kind")
-                        .or_insert_with(|| json!({ "type": "string" }));
-                }
-                Value::Object(schema)
+        let schema = match declared.filter(|d| d.is_object()) {
+            Some(declared) => {
+                let converted = match self.dialect {
+                    Dialect::V3 => declared.clone(),
+                    Dialect::V2 => v2_schema(declared),
+                };
+                with_standard_fields(converted, metadata)
             }
-            (Dialect::V2, Some(declared)) => {
-                let mut schema = v2_schema(&Value::Object(declared.clone()));
-                if let Some(properties) = schema
-                    .as_object_mut()
-                    .and_then(|s| s.get_mut("properties"))
-                    .and_then(Value::as_object_mut)
-                {
-                    properties.insert("metadata".into(), metadata);
-                    properties
-                        .entry("apiVersion")
-                        .or_insert_with(|| json!({ "type": "string" }));
-                    properties
-                        .entry("kind")
-                        .or_insert_with(|| json!({ "type": "string" }));
-                }
-                schema
-            }
-            _ => json!({
+            None => json!({
                 "type": "object",
                 "properties": {
                     "apiVersion": { "type": "string" },
@@ -381,6 +357,24 @@ fn annotate_patch_strategies(schema_name: &str, schema: &mut Value) {
             property["x-kubernetes-patch-merge-key"] = json!(key);
         }
     }
+}
+
+/// A custom kind's schema with the fields every object has: `metadata`
+/// (the standard ObjectMeta), and `apiVersion` and `kind` unless declared.
+fn with_standard_fields(mut schema: Value, metadata: Value) -> Value {
+    let properties = schema
+        .as_object_mut()
+        .map(|s| s.entry("properties").or_insert_with(|| json!({})))
+        .and_then(Value::as_object_mut);
+    if let Some(properties) = properties {
+        properties.insert("metadata".into(), metadata);
+        for field in ["apiVersion", "kind"] {
+            properties
+                .entry(field)
+                .or_insert_with(|| json!({ "type": "string" }));
+        }
+    }
+    schema
 }
 
 /// A CRD's declared schema as upstream publishes it in OpenAPI v2, which
