@@ -27,6 +27,31 @@ pub(crate) fn done_or_gone<T, E>(
     }
 }
 
+/// Writes `finalizers` to `object` through `api`, guarded by the
+/// resourceVersion the caller judged (a conflict means it changed since):
+/// how the protection controllers add and take off their finalizers.
+pub(crate) async fn write_finalizers<K>(
+    api: &kube::Api<K>,
+    object: &K,
+    finalizers: Vec<String>,
+) -> kube::Result<K>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    use kube::ResourceExt as _;
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": object.resource_version(),
+    }});
+    let params = kube::api::PatchParams::default();
+    api.patch(
+        &object.name_any(),
+        &params,
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+}
+
 /// Delete options that delete only the object `meta` describes (by uid):
 /// one re-created meanwhile under the same name, which the caller did not
 /// judge, stays.

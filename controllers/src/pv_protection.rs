@@ -13,11 +13,10 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PersistentVolume;
-use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use skiff_informer::{Action, Cache, ObjectKey};
 
-use crate::controller_utils::done_or_gone;
+use crate::controller_utils::{done_or_gone, write_finalizers};
 use crate::manager::{Context, Reconciler, Stop, keyed_by, run_until_stopped};
 
 use skiff_common::claims::PV_PROTECTION_FINALIZER as FINALIZER;
@@ -91,17 +90,7 @@ impl Protector {
         finalizers: Vec<String>,
     ) -> Result<Action, ProtectionError> {
         let api: Api<PersistentVolume> = Api::all(self.client.clone());
-        let patch = serde_json::json!({"metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": volume.resource_version(),
-        }});
-        let written = api
-            .patch(
-                &volume.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await;
+        let written = write_finalizers(&api, volume, finalizers).await;
         done_or_gone(written, |source| ProtectionError::Update {
             volume: volume.name_any(),
             source,

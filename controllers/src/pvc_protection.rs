@@ -15,11 +15,11 @@
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::ListParams;
 use kube::{Api, ResourceExt};
 use skiff_informer::{Action, Cache, HandlerFns, ObjectKey};
 
-use crate::controller_utils::done_or_gone;
+use crate::controller_utils::{done_or_gone, write_finalizers};
 use crate::manager::{Context, Reconciler, Stop, keyed_by, run_until_stopped};
 
 use skiff_common::claims::PROTECTION_FINALIZER as FINALIZER;
@@ -130,17 +130,7 @@ impl Protector {
     ) -> Result<Action, ProtectionError> {
         let namespace = claim.namespace().unwrap_or_default();
         let api: Api<PersistentVolumeClaim> = Api::namespaced(self.client.clone(), &namespace);
-        let patch = serde_json::json!({"metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": claim.resource_version(),
-        }});
-        let written = api
-            .patch(
-                &claim.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await;
+        let written = write_finalizers(&api, claim, finalizers).await;
         done_or_gone(written, |source| ProtectionError::Update {
             claim: format!("{namespace}/{}", claim.name_any()),
             source,

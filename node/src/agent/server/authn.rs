@@ -10,9 +10,8 @@
 //! not accept is answered as no token is (401); an API server that cannot
 //! be asked lets nobody through.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
@@ -20,12 +19,11 @@ use kube::Api;
 use kube::api::PostParams;
 use sha2::{Digest, Sha256};
 
+use super::answer_cache::AnswerCache;
 use super::authz::Caller;
 
 /// How long an answer about a token is reused.
 pub(crate) const TOKEN_TTL: Duration = Duration::from_secs(120);
-/// Cached answers kept at most; expired ones are dropped first.
-const CACHE_LIMIT: usize = 4096;
 
 /// Why a token could not be judged.
 #[derive(Debug, thiserror::Error)]
@@ -93,14 +91,12 @@ impl TokenAuthenticator for TokenReviewer {
     }
 }
 
-/// An answer about a token (its SHA-256) and until when it holds.
-type Answers = HashMap<[u8; 32], (Option<Caller>, Instant)>;
-
 /// Keeps [`TokenAuthenticator`] answers for a while; errors are not kept.
 pub(crate) struct CachedTokens {
     inner: Arc<dyn TokenAuthenticator>,
     ttl: Duration,
-    answers: Mutex<Answers>,
+    /// Answers by the token's SHA-256.
+    answers: AnswerCache<[u8; 32], Option<Caller>>,
 }
 
 impl CachedTokens {
@@ -109,7 +105,7 @@ impl CachedTokens {
         Self {
             inner,
             ttl: TOKEN_TTL,
-            answers: Mutex::new(HashMap::new()),
+            answers: AnswerCache::new(),
         }
     }
 }
@@ -118,25 +114,11 @@ impl CachedTokens {
 impl TokenAuthenticator for CachedTokens {
     async fn authenticate(&self, token: &str) -> Result<Option<Caller>, AuthnError> {
         let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
-        let now = Instant::now();
-        if let Some((caller, expires)) = self
-            .answers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            && *expires > now
-        {
-            return Ok(caller.clone());
+        if let Some(caller) = self.answers.get(&key) {
+            return Ok(caller);
         }
         let caller = self.inner.authenticate(token).await?;
-        let mut answers = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
-        if answers.len() >= CACHE_LIMIT {
-            answers.retain(|_, (_, expires)| *expires > now);
-            if answers.len() >= CACHE_LIMIT {
-                answers.clear();
-            }
-        }
-        answers.insert(key, (caller.clone(), now + self.ttl));
+        self.answers.insert(key, caller.clone(), self.ttl);
         Ok(caller)
     }
 }
@@ -144,6 +126,7 @@ impl TokenAuthenticator for CachedTokens {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
 
     #[test]
     fn only_a_bearer_scheme_with_a_token_is_read() {

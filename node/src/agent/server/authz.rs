@@ -10,9 +10,8 @@
 //! This module decides; it never reads pods or the runtime, and it never
 //! lets a request through when the API server could not be asked.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use http::Method;
@@ -22,12 +21,12 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Api;
 use kube::api::PostParams;
 
+use super::answer_cache::AnswerCache;
+
 /// How long an allowed answer is reused.
 pub(crate) const ALLOWED_TTL: Duration = Duration::from_secs(300);
 /// How long a denied answer is reused.
 pub(crate) const DENIED_TTL: Duration = Duration::from_secs(30);
-/// Cached answers kept at most; expired ones are dropped first.
-const CACHE_LIMIT: usize = 4096;
 
 /// The authenticated caller of a node server request.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -207,7 +206,7 @@ pub(crate) struct CachedReviewer {
     inner: Arc<dyn Reviewer>,
     allowed_ttl: Duration,
     denied_ttl: Duration,
-    answers: Mutex<HashMap<(Caller, NodeAction), (bool, Instant)>>,
+    answers: AnswerCache<(Caller, NodeAction), bool>,
 }
 
 impl CachedReviewer {
@@ -226,7 +225,7 @@ impl CachedReviewer {
             inner,
             allowed_ttl,
             denied_ttl,
-            answers: Mutex::new(HashMap::new()),
+            answers: AnswerCache::new(),
         }
     }
 }
@@ -235,15 +234,8 @@ impl CachedReviewer {
 impl Reviewer for CachedReviewer {
     async fn review(&self, caller: &Caller, action: &NodeAction) -> Result<bool, AuthzError> {
         let key = (caller.clone(), action.clone());
-        let now = Instant::now();
-        if let Some((allowed, expires)) = self
-            .answers
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            && *expires > now
-        {
-            return Ok(*allowed);
+        if let Some(allowed) = self.answers.get(&key) {
+            return Ok(allowed);
         }
         let allowed = self.inner.review(caller, action).await?;
         let ttl = if allowed {
@@ -251,14 +243,7 @@ impl Reviewer for CachedReviewer {
         } else {
             self.denied_ttl
         };
-        let mut answers = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
-        if answers.len() >= CACHE_LIMIT {
-            answers.retain(|_, (_, expires)| *expires > now);
-            if answers.len() >= CACHE_LIMIT {
-                answers.clear();
-            }
-        }
-        answers.insert(key, (allowed, now + ttl));
+        self.answers.insert(key, allowed, ttl);
         Ok(allowed)
     }
 }

@@ -19,6 +19,7 @@
 //! and the port actually bound is published in the Node's
 //! `status.daemonEndpoints.kubeletEndpoint.port`.
 
+pub(crate) mod answer_cache;
 pub(crate) mod authn;
 pub(crate) mod authz;
 pub(crate) mod bridge;
