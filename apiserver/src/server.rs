@@ -823,6 +823,7 @@ fn node_authorizer(
     Ok(crate::authz::node::NodeAuthorizer::new(
         cache(kinds::Pods::RESOURCE)?,
         cache(kinds::PersistentVolumeClaims::RESOURCE)?,
+        cache(kinds::PersistentVolumes::RESOURCE)?,
         cache(kinds::VolumeAttachments::RESOURCE)?,
     ))
 }

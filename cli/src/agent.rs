@@ -572,13 +572,13 @@ pub(crate) fn create_data_dir(dir: &Path) -> anyhow::Result<()> {
 pub(crate) fn spawn_in_server(
     components: &mut tokio::task::JoinSet<()>,
     factory: &SharedInformerFactory,
-    clients: agent::AgentClients,
+    client: kube::Client,
     config: AgentConfig,
     stop: watch::Receiver<bool>,
 ) {
     let factory = factory.clone();
     components.spawn(async move {
-        if let Err(error) = agent::run(clients, &factory, config, stop).await {
+        if let Err(error) = agent::run(client, &factory, config, stop).await {
             tracing::error!(%error, "node agent stopped");
         }
     });

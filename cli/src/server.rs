@@ -672,9 +672,9 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
             stop_rx.clone(),
         );
         netpol_factory = Some(own);
-        let clients = identities.node_agent(&config.node_name);
+        let client = identities.node_agent(&config.node_name);
         let node_name = config.node_name.clone();
-        crate::agent::spawn_in_server(&mut components, &factory, clients, config, stop_rx.clone());
+        crate::agent::spawn_in_server(&mut components, &factory, client, config, stop_rx.clone());
         let server = identities.server();
         let stop = stop_rx.clone();
         components.spawn(async move {
@@ -954,16 +954,9 @@ impl Identities {
         self.user("system:skiff:simulated-nodes", &[])
     }
 
-    /// The node agent as `system:node:<name>`, and the local-path
-    /// provisioner it embeds as k3s's provisioner service account.
-    fn node_agent(&self, node: &str) -> skiff_node::agent::AgentClients {
-        skiff_node::agent::AgentClients {
-            node: self.user(&format!("system:node:{node}"), &["system:nodes"]),
-            provisioner: self.client(UserInfo::service_account(
-                "kube-system",
-                "local-path-provisioner-service-account",
-            )),
-        }
+    /// The node agent, as `system:node:<name>` in `system:nodes`.
+    fn node_agent(&self, node: &str) -> kube::Client {
+        self.user(&format!("system:node:{node}"), &["system:nodes"])
     }
 }
 

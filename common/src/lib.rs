@@ -4,7 +4,8 @@
 //! (adding and printing them), what a ResourceQuota counts, a pod's QoS
 //! class, which of its containers run beside each other (`containers`:
 //! the containers and the sidecars), the claims a pod refers to
-//! (`claims`), IPv4 CIDRs, label-selector
+//! (`claims`), what names and pins a `local-path` volume (`local_path`,
+//! for its provisioner and the nodes that keep its directories), IPv4 CIDRs, label-selector
 //! matching, whether a pod may be on a node (`placement`: tolerations
 //! against taints, node selector and required node affinity), a Node's
 //! Ready condition (`node_conditions`), which StorageClass or IngressClass
@@ -49,6 +50,7 @@ pub mod files;
 pub mod host_command;
 pub mod join_token;
 pub mod labels;
+pub mod local_path;
 pub mod metrics;
 pub mod nft;
 pub mod node_conditions;

@@ -4,7 +4,8 @@
 //! and EndpointSlices, node lifecycle, pod GC, ClusterRole aggregation,
 //! resource quota, horizontal pod autoscaling, CSR approval and signing,
 //! the default StorageClass of claims made before there was one and the
-//! release of volumes whose claim is gone (persistentvolume-binder), claims
+//! release of volumes whose claim is gone (persistentvolume-binder), skiff's
+//! `local-path` volumes for claims placed on any node (local-path-provisioner), claims
 //! kept while pods use them (pvc-protection), volumes kept while a claim is
 //! bound to them (pv-protection) and k3s's node-password cleanup, each
 //! reconciling through shared informers
@@ -30,6 +31,7 @@ pub mod garbage_collector;
 pub(crate) mod history;
 pub mod horizontal_pod_autoscaler;
 pub(crate) mod job;
+pub mod local_path_provisioner;
 pub(crate) mod manager;
 pub(crate) mod namespace;
 pub mod node_ipam;
@@ -120,6 +122,11 @@ fn defaults() -> Vec<manager::Registered> {
             "persistentvolume-binder",
             "persistent-volume-binder",
             persistent_volume_binder::run,
+        ),
+        starter(
+            "local-path-provisioner",
+            local_path_provisioner::ACCOUNT,
+            local_path_provisioner::run,
         ),
         starter(
             "pvc-protection",

@@ -3,8 +3,8 @@
 //! names no StorageClass and was created while none was marked default gets
 //! the default class once one is (upstream's retroactive default
 //! StorageClass assignment). A claim created after that already has it from
-//! DefaultStorageClass admission. Provisioning and binding happen on the
-//! node that runs the claim's first pod (skiff-node's local-path claims);
+//! DefaultStorageClass admission. Provisioning and binding are the
+//! provisioner's (`local_path_provisioner` for skiff's own class);
 //! until a pod is scheduled with it, a claim of a `WaitForFirstConsumer`
 //! class is told why it is Pending, in the event upstream records. A volume
 //! whose claim is gone is marked Released (`persistent_volume_release`).

@@ -19,6 +19,7 @@ mod controllers {
     mod garbage_collector;
     mod horizontal_pod_autoscaler;
     mod job;
+    mod local_path_provisioner;
     mod namespace;
     mod node_ipam;
     mod node_lifecycle;

@@ -3,7 +3,10 @@
 //! Secrets, ConfigMaps, PersistentVolumeClaims and the PersistentVolumes
 //! they are bound to, ServiceAccounts and their tokens, VolumeAttachments —
 //! are readable by a node only while a pod bound to it (`spec.nodeName`)
-//! refers to them; its Lease and CSINode only under its own name; anything
+//! refers to them; its Lease and CSINode only under its own name; skiff's
+//! own `local-path` volumes pinned to it alone it may also read, and
+//! delete once Released with reclaim policy `Delete` (the node holds their
+//! directories and reclaims them; no node may list volumes); anything
 //! else as upstream's `system:node` rules grant. Users that are not nodes
 //! get no opinion. Like upstream's, it switches on the resource a request
 //! names, before any strategy is looked up, so it matches the kinds' typed
@@ -151,20 +154,76 @@ const NODE_RULES: &[Rule] = &[
 pub struct NodeAuthorizer {
     pods: Arc<WatchCache>,
     claims: Arc<WatchCache>,
+    volumes: Arc<WatchCache>,
     attachments: Arc<WatchCache>,
 }
 
+/// What a node may do with a local-path volume pinned to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OwnVolume {
+    /// Read it.
+    Read,
+    /// Read it and delete it (Released, reclaim policy `Delete`).
+    Reclaim,
+}
+
 impl NodeAuthorizer {
-    /// Reads pods, claims and volume attachments from these caches.
+    /// Reads pods, claims, volumes and volume attachments from these caches.
     pub(crate) fn new(
         pods: Arc<WatchCache>,
         claims: Arc<WatchCache>,
+        volumes: Arc<WatchCache>,
         attachments: Arc<WatchCache>,
     ) -> Self {
         Self {
             pods,
             claims,
+            volumes,
             attachments,
+        }
+    }
+
+    /// What `node` may do with volume `name` as the node holding its
+    /// directory: only a volume skiff's local-path provisioner made and
+    /// pinned to `node` alone (what the node agent's reclaim judges too).
+    fn own_volume(&self, node: &str, name: &str) -> Option<OwnVolume> {
+        use k8s_openapi::api::core::v1::PersistentVolume;
+        use skiff_common::local_path;
+        let key = format!("{}{name}", self.volumes.prefix());
+        let cached = self.volumes.get(&key)?;
+        let volume: PersistentVolume = serde_json::from_value(cached.to_value()).ok()?;
+        if !local_path::provisioned_by_us(&volume) || local_path::pinned_node(&volume) != Some(node)
+        {
+            return None;
+        }
+        let released = volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
+        let delete = volume
+            .spec
+            .as_ref()
+            .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+            == Some("Delete");
+        Some(if released && delete {
+            OwnVolume::Reclaim
+        } else {
+            OwnVolume::Read
+        })
+    }
+
+    /// A request about one PersistentVolume: a get of one a pod here uses
+    /// (through its claim), or of a local-path volume pinned here; a
+    /// delete of such a volume once it is to be reclaimed.
+    fn volume(&self, node: &str, verb: &str, r: &ResourceAttributes) -> Decision {
+        let own = || self.own_volume(node, &r.name);
+        match verb {
+            "get" if r.subresource.is_empty() && own().is_some() => Decision::Allow(String::new()),
+            "get" => self.get_one(node, verb, r, Kind::Volume),
+            "delete" if r.subresource.is_empty() && own() == Some(OwnVolume::Reclaim) => {
+                Decision::Allow(String::new())
+            }
+            "delete" => Decision::NoOpinion(format!(
+                "node '{node}' can only delete a Released local-path volume pinned to it"
+            )),
+            _ => Decision::NoOpinion("can only get individual resources of this type".into()),
         }
     }
 
@@ -264,7 +323,7 @@ impl NodeAuthorizer {
                 rules_decision(verb, r)
             }
             PersistentVolumeClaims::RESOURCE => self.get_one(node, verb, r, Kind::Claim),
-            PersistentVolumes::RESOURCE => self.get_one(node, verb, r, Kind::Volume),
+            PersistentVolumes::RESOURCE => self.volume(node, verb, r),
             ServiceAccounts::RESOURCE => match (verb, r.subresource.as_str()) {
                 ("get", "") | ("create", "token") => self.related(node, r, Kind::ServiceAccount),
                 _ => refused("can only get service accounts or create their tokens"),
@@ -539,7 +598,46 @@ mod tests {
             "/registry/storage.k8s.io/volumeattachments/",
             vec![("att-1".into(), json!({"spec": {"nodeName": "n1"}}))],
         );
-        NodeAuthorizer::new(pods, claims, attachments)
+        let volumes = cache(
+            "/registry/core/persistentvolumes/",
+            [
+                local_path_volume("pvc-bound", &["n1"], true, "Bound", "Delete"),
+                local_path_volume("pvc-released", &["n1"], true, "Released", "Delete"),
+                local_path_volume("pvc-retained", &["n1"], true, "Released", "Retain"),
+                local_path_volume("pvc-either", &["n1", "n2"], true, "Released", "Delete"),
+                local_path_volume("hand-made", &["n1"], false, "Released", "Delete"),
+            ]
+            .into_iter()
+            .map(|v| (v["metadata"]["name"].as_str().unwrap_or("").to_string(), v))
+            .collect(),
+        );
+        NodeAuthorizer::new(pods, claims, volumes, attachments)
+    }
+
+    /// A hostPath volume pinned to `nodes`, made by skiff's local-path
+    /// provisioner when `ours`.
+    fn local_path_volume(
+        name: &str,
+        nodes: &[&str],
+        ours: bool,
+        phase: &str,
+        policy: &str,
+    ) -> Value {
+        let annotations = if ours {
+            json!({"pv.kubernetes.io/provisioned-by": "skiff.io/local-path"})
+        } else {
+            json!({})
+        };
+        json!({
+            "metadata": {"name": name, "annotations": annotations},
+            "spec": {
+                "hostPath": {"path": format!("/var/lib/skiff/storage/{name}_a_data")},
+                "persistentVolumeReclaimPolicy": policy,
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}]}}
+            },
+            "status": {"phase": phase}
+        })
     }
 
     fn node(name: &str) -> UserInfo {
@@ -650,6 +748,95 @@ mod tests {
             a.authorize(&ask(n1(), "list", "", "persistentvolumes", "", "")),
             Decision::NoOpinion(_)
         ));
+    }
+
+    #[test]
+    fn a_node_reads_its_own_local_path_volumes_and_deletes_only_released_ones() {
+        let a = authorizer();
+        let allowed = Decision::Allow(String::new());
+        for name in ["pvc-bound", "pvc-released", "pvc-retained"] {
+            assert_eq!(
+                a.authorize(&ask(node("n1"), "get", "", "persistentvolumes", "", name)),
+                allowed,
+                "{name}"
+            );
+        }
+        assert_eq!(
+            a.authorize(&ask(
+                node("n1"),
+                "delete",
+                "",
+                "persistentvolumes",
+                "",
+                "pvc-released"
+            )),
+            allowed
+        );
+
+        // What an attacker holding n1's or n2's credentials must not do.
+        let refused_delete = |n: &str| {
+            Decision::NoOpinion(format!(
+                "node '{n}' can only delete a Released local-path volume pinned to it"
+            ))
+        };
+        for (who, name) in [
+            ("n1", "pvc-bound"),    // still in use
+            ("n1", "pvc-retained"), // its data is kept
+            ("n1", "pvc-either"),   // not pinned to n1 alone
+            ("n1", "hand-made"),    // not the provisioner's
+            ("n1", "pv-1"),         // used by n1's pod, but not a local-path volume
+            ("n1", "missing"),
+            ("n2", "pvc-released"), // another node's
+        ] {
+            assert_eq!(
+                a.authorize(&ask(node(who), "delete", "", "persistentvolumes", "", name)),
+                refused_delete(who),
+                "{who} deleting {name}"
+            );
+        }
+        for (who, name) in [
+            ("n2", "pvc-released"),
+            ("n1", "pvc-either"),
+            ("n1", "hand-made"),
+        ] {
+            assert_eq!(
+                a.authorize(&ask(node(who), "get", "", "persistentvolumes", "", name)),
+                Decision::NoOpinion(format!(
+                    "no relationship found between node '{who}' and this object"
+                )),
+                "{who} reading {name}"
+            );
+        }
+        for verb in [
+            "list",
+            "watch",
+            "create",
+            "update",
+            "patch",
+            "deletecollection",
+        ] {
+            assert_eq!(
+                a.authorize(&ask(node("n1"), verb, "", "persistentvolumes", "", "")),
+                Decision::NoOpinion("can only get individual resources of this type".into()),
+                "{verb}"
+            );
+        }
+        for verb in ["update", "patch"] {
+            assert!(
+                !matches!(
+                    a.authorize(&ask(
+                        node("n1"),
+                        verb,
+                        "",
+                        "persistentvolumes",
+                        "",
+                        "pvc-released"
+                    )),
+                    Decision::Allow(_)
+                ),
+                "{verb}"
+            );
+        }
     }
 
     #[test]

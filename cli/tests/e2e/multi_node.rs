@@ -7,7 +7,8 @@
 //! from both nodes; a default-deny NetworkPolicy cuts cross-node traffic until
 //! an allow rule admits one labelled client; a node cannot register under
 //! another node's name; a stopped agent's Node turns NotReady and its
-//! Deployment pods come back on the other node; a deleted Node's routes go. Needs root (namespaces,
+//! Deployment pods come back on the other node; a deleted Node's routes go; a
+//! local-path claim is provisioned on a joined agent and reclaimed by it. Needs root (namespaces,
 //! containerd, runc, CNI, nft).
 
 mod cluster;
@@ -498,4 +499,63 @@ fn multi_node_host_gw_routes_pods_across_nodes() {
         Ok("1500".to_string())
     );
     reaches_across_nodes(&cluster, &web_ip, &client_a_ip);
+    local_path_on_a_joined_node(&cluster, &b, &cluster.agents[1].data_dir);
+}
+
+/// A claim of the default `local-path` class whose pod the scheduler puts
+/// on the joined agent `node`: the controller manager provisions it in the
+/// directory that node published, the agent makes the directory and the
+/// pod writes there; once pod and claim are gone the agent removes the
+/// directory and the Released volume (as its own node: no node may list
+/// or write other volumes).
+fn local_path_on_a_joined_node(cluster: &Cluster, node: &str, data_dir: &std::path::Path) {
+    cluster.apply(&serde_json::json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "data-b"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "64Mi"}}}}));
+    cluster.apply(&serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "writer-b"},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
+            "terminationGracePeriodSeconds": 1,
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-b"}}],
+            "containers": [{"name": "main", "image": BUSYBOX_IMAGE,
+                "command": ["sh", "-c", "echo from-b > /data/out.txt && sleep 3600"],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}}));
+    ready_pod_ip(cluster, "writer-b");
+    let claim = json(&cluster.kubectl_ok(&["get", "pvc", "data-b", "-o", "json"]));
+    assert_eq!(claim["status"]["phase"], "Bound", "{claim}");
+    assert_eq!(claim["spec"]["storageClassName"], "local-path", "{claim}");
+    let uid = claim["metadata"]["uid"].as_str().expect("uid").to_string();
+    let volume = format!("pvc-{uid}");
+    let pv = json(&cluster.kubectl_ok(&["get", "pv", &volume, "-o", "json"]));
+    let dir = data_dir
+        .join("storage")
+        .join(format!("pvc-{uid}_default_data-b"));
+    assert_eq!(
+        pv["spec"]["hostPath"]["path"],
+        dir.to_string_lossy().as_ref(),
+        "{pv}"
+    );
+    assert_eq!(
+        pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"],
+        serde_json::json!([node]),
+        "{pv}"
+    );
+    eventually(Duration::from_secs(30), "the pod's file on node B", || {
+        (std::fs::read_to_string(dir.join("out.txt")).ok()? == "from-b\n").then_some(())
+    });
+
+    cluster.kubectl_ok(&["delete", "pod", "writer-b", "--wait=true"]);
+    cluster.kubectl_ok(&["delete", "pvc", "data-b", "--wait=true"]);
+    eventually(
+        Duration::from_secs(60),
+        "the Released volume reclaimed by node B",
+        || {
+            let gone = cluster
+                .kubectl(&["get", "pv", &volume])
+                .status
+                .code()
+                .is_some_and(|c| c != 0);
+            (gone && !dir.exists()).then_some(())
+        },
+    );
 }

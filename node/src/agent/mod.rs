@@ -41,7 +41,6 @@ use pod::backoff::BackoffConfig;
 use pod::context::AgentContext;
 use pod::downward::NodeAllocatable;
 use pod::{dns_config, pleg, pod_workers};
-use volumes::claims;
 
 /// How the agent runs.
 #[derive(Debug, Clone)]
@@ -214,30 +213,10 @@ pub enum AgentError {
     PodCidr(#[from] crate::containerd::config::ConfigError),
 }
 
-/// The identities the agent acts with.
-#[derive(Clone)]
-pub struct AgentClients {
-    /// The node itself (`system:node:<name>` in `system:nodes`).
-    pub node: kube::Client,
-    /// The built-in local-path provisioner, which creates PersistentVolumes
-    /// and binds claims — rights a node does not have.
-    pub provisioner: kube::Client,
-}
-
-impl From<kube::Client> for AgentClients {
-    /// One client for both roles (a remote agent with a single credential).
-    fn from(client: kube::Client) -> Self {
-        Self {
-            node: client.clone(),
-            provisioner: client,
-        }
-    }
-}
-
 /// Runs the agent until `stop` is raised; then stops containerd (when skiff
 /// started it) and leaves pods running.
 pub async fn run(
-    clients: impl Into<AgentClients>,
+    client: kube::Client,
     factory: &SharedInformerFactory,
     config: AgentConfig,
     stop: watch::Receiver<bool>,
@@ -258,33 +237,24 @@ pub async fn run(
     if let Err(error) = volumes::mounts::share(&pods_dir) {
         tracing::warn!(%error, "pods directory not shared: HostToContainer and Bidirectional mounts will fail");
     }
-    let result = run_with_runtime(clients.into(), factory, &config, &node_runtime, stop).await;
+    let result = run_with_runtime(client, factory, &config, &node_runtime, stop).await;
     node_runtime.shutdown().await;
     result
 }
 
 async fn run_with_runtime(
-    clients: AgentClients,
+    client: kube::Client,
     factory: &SharedInformerFactory,
     config: &AgentConfig,
     node_runtime: &NodeRuntime,
     stop: watch::Receiver<bool>,
 ) -> Result<(), AgentError> {
-    let AgentClients {
-        node: client,
-        provisioner,
-    } = clients;
     let runtime: Arc<dyn Runtime> = Arc::new(node_runtime.cri());
     let agent_dir = config.agent_dir().to_path_buf();
     let mut facts = host::read(&agent_dir);
     facts.max_pods = config.max_pods;
     if let Some(ip) = config.node_ip {
         facts.internal_ip = ip.to_string();
-    }
-    // Before the node is Ready: a claim naming no class that is created once
-    // the node is up gets this class from DefaultStorageClass admission.
-    if let Err(error) = claims::ensure_default_class(&provisioner).await {
-        tracing::warn!(%error, "creating the local-path StorageClass");
     }
     let version = runtime.version().await.ok();
     let node_name = config.node_name.clone();
@@ -298,6 +268,12 @@ async fn run_with_runtime(
     )
     .await
     .map_err(register_err)?;
+    // Where this node's local-path volumes go, for the provisioner in the
+    // controller manager to name in the volumes it makes for claims here.
+    let storage_dir = volumes::storage_dir(&agent_dir);
+    registration::publish_storage_dir(&client, &node_name, &storage_dir)
+        .await
+        .map_err(register_err)?;
     let health = registration::observe(runtime.as_ref(), &agent_dir, &config.eviction_hard).await;
     let server_listener = match &config.server_tls {
         Some(_) => {
@@ -403,7 +379,6 @@ async fn run_with_runtime(
     let services = factory.informer::<k8s_openapi::api::core::v1::Service>();
     let ctx = Arc::new(AgentContext {
         client: client.clone(),
-        provisioner: provisioner.clone(),
         runtime: runtime.clone(),
         node_name: node_name.clone(),
         host_ip: facts.internal_ip.clone(),
@@ -500,9 +475,9 @@ async fn run_with_runtime(
     }));
     tasks.spawn(image_gc::ImageGc::run(images.clone(), stop.clone()));
     tasks.spawn(volumes::reclaim::run(
-        provisioner.clone(),
+        client.clone(),
         node_name.clone(),
-        volumes::storage_dir(&agent_dir),
+        storage_dir,
         stop.clone(),
     ));
     let evictions = eviction::Manager {

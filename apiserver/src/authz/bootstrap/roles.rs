@@ -22,7 +22,7 @@ pub const AGGREGATE_TO_VIEW: &str = "rbac.authorization.k8s.io/aggregate-to-view
 /// The user upstream binds `system:kube-dns` to, besides the service
 /// account `kube-system/kube-dns` the in-process DNS runs as.
 pub const DNS_USER: &str = "system:kube-dns";
-/// The service account (in kube-system) the node agent's local-path
+/// The service account (in kube-system) the controller manager's local-path
 /// provisioner runs as: k3s's name for its provisioner.
 pub const LOCAL_PATH_ACCOUNT: &str = "local-path-provisioner-service-account";
 /// The user `--simulated-nodes` hollow nodes run as.
@@ -810,9 +810,11 @@ fn simulated_nodes() -> Vec<Rule> {
     ]
 }
 
-/// What the node agent's local-path provisioner does: it provisions a
-/// PersistentVolume for a claim placed on its node, binds the two, and
-/// makes sure the `local-path` StorageClass exists.
+/// What the controller manager's local-path provisioner does: it makes a
+/// PersistentVolume for a claim placed on a node, binds the two, and makes
+/// sure the `local-path` StorageClass exists. (Its informers list and
+/// watch as the controller manager; the nodes delete the volumes they
+/// reclaim.)
 fn local_path() -> Vec<Rule> {
     vec![
         allow(
@@ -826,9 +828,7 @@ fn local_path() -> Vec<Rule> {
             &["persistentvolumeclaims/status"],
         ),
         allow(
-            &[
-                "get", "list", "watch", "create", "update", "patch", "delete",
-            ],
+            &["get", "list", "watch", "create", "update", "patch"],
             &[CORE],
             &["persistentvolumes"],
         ),

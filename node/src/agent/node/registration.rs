@@ -240,6 +240,33 @@ pub async fn register(
     }
 }
 
+/// Writes where this node keeps its local-path volumes on its Node (the
+/// provisioner names directories under it), when the Node says otherwise.
+pub async fn publish_storage_dir(
+    client: &kube::Client,
+    name: &str,
+    dir: &std::path::Path,
+) -> Result<(), kube::Error> {
+    use skiff_common::local_path::STORAGE_DIR_ANNOTATION;
+    let nodes: Api<Node> = Api::all(client.clone());
+    let dir = dir.to_string_lossy();
+    let published = nodes.get(name).await?;
+    let current = published
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(STORAGE_DIR_ANNOTATION));
+    if current.map(String::as_str) == Some(&*dir) {
+        return Ok(());
+    }
+    let patch =
+        serde_json::json!({ "metadata": { "annotations": { STORAGE_DIR_ANNOTATION: dir } } });
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+}
+
 /// The role labels k3s's server puts on its own Node (`kubectl get nodes`
 /// shows ROLES `control-plane,master`). A node may not set them itself
 /// (NodeRestriction), so the server applies them with its own identity.

@@ -14,9 +14,6 @@ pub(crate) struct AgentContext {
     /// The API client, acting as this node (`system:node:<name>`; in-process
     /// in `skiff server`).
     pub client: kube::Client,
-    /// The client the built-in local-path provisioner creates and binds
-    /// volumes with (a node may not create PersistentVolumes).
-    pub provisioner: kube::Client,
     /// The container runtime.
     pub runtime: Arc<dyn Runtime>,
     /// This node's name.

@@ -333,7 +333,6 @@ pub(crate) async fn sync(
         let storage_dir = volumes::storage_dir(&ctx.agent_dir);
         let vctx = VolumeContext {
             client: &ctx.client,
-            provisioner: &ctx.provisioner,
             agent_dir: &ctx.agent_dir,
             host_ip: &ctx.host_ip,
             allocatable: &ctx.allocatable,

@@ -109,17 +109,15 @@ pub(crate) fn pod_dir(agent_dir: &Path, uid: &str) -> PathBuf {
 pub(crate) struct VolumeContext<'a> {
     /// API access for ConfigMaps and Secrets, as the node.
     pub client: &'a kube::Client,
-    /// API access as the local-path provisioner.
-    pub provisioner: &'a kube::Client,
     /// `AGENT_DIR`.
     pub agent_dir: &'a Path,
     /// The node's address.
     pub host_ip: &'a str,
     /// Allocatable resources (defaults of unset limits).
     pub allocatable: &'a NodeAllocatable,
-    /// This node's name (local-path claims placed here are provisioned).
+    /// This node's name (the local-path volumes pinned here are its own).
     pub node_name: &'a str,
-    /// Where provisioned volumes live (`DATA_DIR/storage`).
+    /// Where local-path volumes live (`DATA_DIR/storage`).
     pub storage_dir: &'a Path,
     /// How often the content of configMap, secret, downwardAPI and projected
     /// volumes is read again (the kubelet's `--sync-frequency`).
@@ -152,10 +150,12 @@ fn earliest(a: Option<Instant>, b: Instant) -> Option<Instant> {
     Some(a.map_or(b, |a| a.min(b)))
 }
 
-/// Where provisioned volumes live for an agent in `agent_dir`
-/// (`DATA_DIR/agent` → `DATA_DIR/storage`, as k3s keeps them).
+/// Where local-path volumes live for an agent in `agent_dir`
+/// (`DATA_DIR/agent` → `DATA_DIR/storage`, as k3s keeps them), as an
+/// absolute path: the node publishes it and the volumes name it.
 pub(crate) fn storage_dir(agent_dir: &Path) -> PathBuf {
-    agent_dir.parent().unwrap_or(agent_dir).join("storage")
+    let dir = agent_dir.parent().unwrap_or(agent_dir).join("storage");
+    std::path::absolute(&dir).unwrap_or(dir)
 }
 
 /// Sets up every volume of `pod`, returning each volume's host path.
@@ -223,7 +223,6 @@ async fn prepare_one(
     if let Some(claim) = &volume.persistent_volume_claim {
         let cctx = ClaimContext {
             client: ctx.client,
-            provisioner: ctx.provisioner,
             node_name: ctx.node_name,
             storage_dir: ctx.storage_dir,
         };
@@ -529,7 +528,6 @@ mod tests {
         };
         let ctx = VolumeContext {
             client: &client,
-            provisioner: &client,
             agent_dir: dir.path(),
             host_ip: "192.0.2.1",
             allocatable: &allocatable,

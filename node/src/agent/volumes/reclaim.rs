@@ -1,32 +1,31 @@
-//! The local-path provisioner's other half: a volume it provisioned on this
-//! node whose claim is gone (the controller marks it `Released`) and whose
-//! reclaim policy is `Delete` loses its directory, then its
-//! PersistentVolume, as k3s's local-path provisioner deletes them. A
-//! `Retain` volume is left Released, its data in place.
+//! The node's half of skiff's local-path volumes after use: a volume
+//! whose directory this node holds, whose claim is gone (the controller
+//! manager marks it `Released`) and whose reclaim policy is `Delete` loses
+//! its directory, then its PersistentVolume, as k3s's local-path
+//! provisioner deletes them. A `Retain` volume is left Released, its data
+//! in place.
 //!
-//! Only what this node made is ever removed: the volume must carry the
-//! provisioner's annotation, be pinned to this node, and name a directory
-//! that is a direct child of `DATA_DIR/storage` with the provisioner's
-//! `pvc-` naming, not a symbolic link. A volume object written to point
-//! anywhere else is refused, whatever it says. Runs where the agent's
-//! provisioner identity may list volumes (`skiff server`'s node); elsewhere
-//! it says so once and stops.
+//! The node finds its volumes in its own storage directory: each
+//! `pvc-<uid>_…` directory there belongs to the volume `pvc-<uid>`, which
+//! it reads by name. The Node authorizer lets a node read and delete the
+//! local-path volumes pinned to it and no others, so every node, the
+//! server's own or a joined agent, reclaims the same way. Only what
+//! [`own_directory`] accepts is ever removed: a volume object written to
+//! point anywhere else is refused, whatever it says.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::PersistentVolume;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Preconditions};
-use skiff_informer::SharedInformerFactory;
-use tokio::sync::{Notify, watch};
+use kube::api::{DeleteParams, Preconditions};
+use skiff_common::local_path;
+use tokio::sync::watch;
 
-use super::claims::{LOCAL_PATH_PROVISIONER, PROVISIONED_BY_ANNOTATION, volume_path};
+use super::claims::{own_directory, volume_path};
 
-/// How often Released volumes are looked at again without a change (a
-/// removal that failed is retried then).
-const RESYNC: Duration = Duration::from_secs(60);
+/// How often the storage directory's volumes are looked at.
+const RESYNC: Duration = Duration::from_secs(5);
 
 /// Why one volume was not reclaimed.
 #[derive(Debug, thiserror::Error)]
@@ -61,106 +60,76 @@ pub(crate) enum ReclaimError {
 
 /// Reclaims this node's Released local-path volumes until `stop`.
 pub(crate) async fn run(
-    provisioner: kube::Client,
+    client: kube::Client,
     node_name: String,
     storage_dir: PathBuf,
     mut stop: watch::Receiver<bool>,
 ) {
-    let api: Api<PersistentVolume> = Api::all(provisioner.clone());
-    if let Err(error) = api.list(&ListParams::default().limit(1)).await {
-        tracing::info!(%error, "local-path volumes are not reclaimed by this node: it may not list PersistentVolumes");
-        return;
-    }
-    let factory = SharedInformerFactory::new(provisioner);
-    let changed = Arc::new(Notify::new());
-    let volumes = match factory.notifying_informer::<PersistentVolume>(&changed) {
-        Ok(informer) => informer,
-        Err(error) => {
-            tracing::warn!(%error, "local-path volumes: watching PersistentVolumes failed");
-            return;
-        }
-    };
-    if let Err(error) = factory.start() {
-        tracing::warn!(%error, "local-path volumes: starting the informer failed");
-        return;
-    }
+    let api: Api<PersistentVolume> = Api::all(client);
     loop {
-        tokio::select! {
-            _ = changed.notified() => {}
-            _ = tokio::time::sleep(RESYNC) => {}
-            _ = stop.wait_for(|s| *s) => break,
-        }
-        if !volumes.has_synced() {
-            continue;
-        }
-        for volume in volumes.cache().list() {
-            if !releasable(&volume, &node_name) {
-                continue;
-            }
+        for volume in released_here(&api, &storage_dir).await {
             let name = volume.metadata.name.clone().unwrap_or_default();
-            match reclaim(&api, &volume, &storage_dir).await {
+            match reclaim(&api, &volume, &node_name, &storage_dir).await {
                 Ok(dir) => {
                     tracing::info!(volume = %name, dir = %dir.display(), "released local-path volume deleted")
                 }
                 Err(error) => tracing::warn!(%error, "local-path volume not reclaimed"),
             }
         }
+        tokio::select! {
+            _ = tokio::time::sleep(RESYNC) => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
     }
-    factory.shutdown();
 }
 
-/// Whether `volume` is a Released, reclaim-Delete local-path volume pinned
-/// to `node`.
-fn releasable(volume: &PersistentVolume, node: &str) -> bool {
-    let ours = volume
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(PROVISIONED_BY_ANNOTATION))
-        .is_some_and(|p| p == LOCAL_PATH_PROVISIONER);
-    let Some(spec) = volume.spec.as_ref() else {
-        return false;
+/// The volumes of the directories in `storage_dir` that are Released with
+/// reclaim policy `Delete`.
+async fn released_here(api: &Api<PersistentVolume>, storage_dir: &Path) -> Vec<PersistentVolume> {
+    let entries = match std::fs::read_dir(storage_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+        Err(error) => {
+            tracing::warn!(%error, dir = %storage_dir.display(), "reading the local-path storage directory");
+            return Vec::new();
+        }
     };
+    let names: Vec<String> = entries
+        .flatten()
+        .filter_map(|entry| local_path::volume_of_dir(entry.file_name().to_str()?))
+        .collect();
+    let mut released = Vec::new();
+    for name in names {
+        match api.get_opt(&name).await {
+            Ok(Some(volume)) if releasable(&volume) => released.push(volume),
+            // Gone (deleted by hand: its data stays) or still in use.
+            Ok(_) => {}
+            Err(error) => tracing::debug!(%error, volume = %name, "reading a local-path volume"),
+        }
+    }
+    released
+}
+
+/// Whether `volume` is Released with reclaim policy `Delete`.
+fn releasable(volume: &PersistentVolume) -> bool {
     let released = volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
-    let pinned_here = spec
-        .node_affinity
+    let delete = volume
+        .spec
         .as_ref()
-        .and_then(|a| a.required.as_ref())
-        .is_some_and(|selector| {
-            selector.node_selector_terms.iter().any(|term| {
-                term.match_expressions.iter().flatten().any(|e| {
-                    e.key == "kubernetes.io/hostname"
-                        && e.operator == "In"
-                        && e.values.as_deref() == Some(&[node.to_string()][..])
-                })
-            })
-        });
-    ours && released
-        && pinned_here
-        && spec.persistent_volume_reclaim_policy.as_deref() == Some("Delete")
-}
-
-/// The directory `volume` names, if the provisioner made it under
-/// `storage_dir`: a direct child named `pvc-…`, a real directory (or gone).
-fn provisioned_here(volume: &PersistentVolume, storage_dir: &Path) -> Option<PathBuf> {
-    let path = volume_path(volume)?;
-    let name = path.file_name()?.to_str()?;
-    let direct_child = path.parent() == Some(storage_dir) && name.starts_with("pvc-");
-    let not_a_link = match std::fs::symlink_metadata(&path) {
-        Ok(meta) => meta.is_dir(),
-        Err(e) => e.kind() == std::io::ErrorKind::NotFound,
-    };
-    (direct_child && not_a_link).then_some(path)
+        .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+        == Some("Delete");
+    released && delete
 }
 
 /// Removes `volume`'s directory, then the volume (only the one judged).
 async fn reclaim(
     api: &Api<PersistentVolume>,
     volume: &PersistentVolume,
+    node: &str,
     storage_dir: &Path,
 ) -> Result<PathBuf, ReclaimError> {
     let name = volume.metadata.name.clone().unwrap_or_default();
-    let dir = provisioned_here(volume, storage_dir).ok_or_else(|| ReclaimError::Foreign {
+    let dir = own_directory(volume, node, storage_dir).ok_or_else(|| ReclaimError::Foreign {
         volume: name.clone(),
         path: volume_path(volume).unwrap_or_default(),
     })?;
@@ -197,63 +166,20 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn volume(path: &str, phase: &str, policy: &str, node: &str) -> PersistentVolume {
+    fn volume(phase: &str, policy: &str) -> PersistentVolume {
         serde_json::from_value(json!({
-            "metadata": {"name": "pvc-u1", "annotations": {
-                "pv.kubernetes.io/provisioned-by": LOCAL_PATH_PROVISIONER}},
-            "spec": {
-                "hostPath": {"path": path},
-                "persistentVolumeReclaimPolicy": policy,
-                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}
-            },
+            "metadata": {"name": "pvc-u1"},
+            "spec": {"persistentVolumeReclaimPolicy": policy},
             "status": {"phase": phase}
         }))
         .expect("volume")
     }
 
     #[test]
-    fn only_released_delete_volumes_pinned_here_are_reclaimed() {
-        let path = "/data/storage/pvc-u1_default_data";
-        assert!(releasable(&volume(path, "Released", "Delete", "n1"), "n1"));
-        assert!(!releasable(&volume(path, "Bound", "Delete", "n1"), "n1"));
-        assert!(!releasable(&volume(path, "Released", "Retain", "n1"), "n1"));
-        assert!(!releasable(&volume(path, "Released", "Delete", "n2"), "n1"));
-        let mut foreign = volume(path, "Released", "Delete", "n1");
-        foreign.metadata.annotations = None;
-        assert!(!releasable(&foreign, "n1"), "not provisioned by skiff");
-    }
-
-    #[test]
-    fn only_a_pvc_directory_directly_under_storage_is_removed() {
-        let root = tempfile::tempdir().expect("tempdir");
-        let storage = root.path().join("storage");
-        std::fs::create_dir_all(storage.join("pvc-u1_default_data")).expect("dir");
-        let outside = root.path().join("precious");
-        std::fs::create_dir_all(&outside).expect("dir");
-        std::os::unix::fs::symlink(&outside, storage.join("pvc-link")).expect("link");
-        let at = |p: &Path| volume(&p.to_string_lossy(), "Released", "Delete", "n1");
-
-        let dir = storage.join("pvc-u1_default_data");
-        assert_eq!(provisioned_here(&at(&dir), &storage), Some(dir));
-        assert_eq!(
-            provisioned_here(&at(&storage.join("pvc-gone")), &storage),
-            Some(storage.join("pvc-gone"))
-        );
-        for refused in [
-            outside.clone(),
-            storage.join("pvc-link"),
-            storage.join("pvc-u1_default_data/.."),
-            storage.join("other"),
-            storage.clone(),
-            PathBuf::from("/"),
-        ] {
-            assert_eq!(
-                provisioned_here(&at(&refused), &storage),
-                None,
-                "{}",
-                refused.display()
-            );
-        }
+    fn only_released_delete_volumes_are_reclaimed() {
+        assert!(releasable(&volume("Released", "Delete")));
+        assert!(!releasable(&volume("Bound", "Delete")));
+        assert!(!releasable(&volume("Released", "Retain")));
+        assert!(!releasable(&volume("Failed", "Delete")));
     }
 }
