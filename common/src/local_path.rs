@@ -124,6 +124,37 @@ pub fn volume_for(
     }
 }
 
+/// The default `local-path` StorageClass every skiff cluster gets (k3s
+/// ships the same): WaitForFirstConsumer, reclaim Delete.
+pub fn default_class() -> StorageClass {
+    StorageClass {
+        metadata: ObjectMeta {
+            name: Some(CLASS.into()),
+            annotations: Some(BTreeMap::from([(
+                crate::default_class::STORAGE_CLASS_MARKER.to_string(),
+                "true".to_string(),
+            )])),
+            ..Default::default()
+        },
+        provisioner: PROVISIONER.into(),
+        reclaim_policy: Some("Delete".into()),
+        volume_binding_mode: Some("WaitForFirstConsumer".into()),
+        ..Default::default()
+    }
+}
+
+/// Whether `volume` is to be reclaimed now: its claim is gone (Released)
+/// and its reclaim policy is `Delete`.
+pub fn to_reclaim(volume: &PersistentVolume) -> bool {
+    let released = volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
+    let delete = volume
+        .spec
+        .as_ref()
+        .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+        == Some("Delete");
+    released && delete
+}
+
 /// Whether the local-path provisioner made `volume`.
 pub fn provisioned_by_us(volume: &PersistentVolume) -> bool {
     volume
@@ -184,14 +215,7 @@ mod tests {
     }
 
     fn class() -> StorageClass {
-        StorageClass {
-            metadata: ObjectMeta {
-                name: Some(CLASS.into()),
-                ..Default::default()
-            },
-            provisioner: PROVISIONER.into(),
-            ..Default::default()
-        }
+        default_class()
     }
 
     #[test]
@@ -215,6 +239,25 @@ mod tests {
             spec.persistent_volume_reclaim_policy.as_deref(),
             Some("Delete")
         );
+    }
+
+    #[test]
+    fn only_a_released_volume_whose_policy_is_delete_is_reclaimed() {
+        let mut pv = volume_for(&claim(), &class(), Path::new("/s/pvc-u1"), "n1");
+        let with = |pv: &mut PersistentVolume, phase: &str, policy: &str| {
+            pv.status = Some(k8s_openapi::api::core::v1::PersistentVolumeStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            });
+            if let Some(spec) = pv.spec.as_mut() {
+                spec.persistent_volume_reclaim_policy = Some(policy.into());
+            }
+            to_reclaim(pv)
+        };
+        assert!(with(&mut pv, "Released", "Delete"));
+        assert!(!with(&mut pv, "Bound", "Delete"));
+        assert!(!with(&mut pv, "Released", "Retain"));
+        assert!(!with(&mut pv, "Failed", "Delete"));
     }
 
     #[test]

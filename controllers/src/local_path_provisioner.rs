@@ -12,18 +12,16 @@
 //! way, and no node needs the right to create volumes or bind claims.
 //! It acts as k3s's `kube-system/local-path-provisioner-service-account`.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use skiff_common::local_path::{
-    self, CLASS, PROVISIONER, SELECTED_NODE_ANNOTATION, STORAGE_DIR_ANNOTATION,
+    self, PROVISIONER, SELECTED_NODE_ANNOTATION, STORAGE_DIR_ANNOTATION,
 };
 use skiff_informer::{Action, Cache, HandlerFns, ObjectKey};
 
@@ -122,25 +120,13 @@ pub async fn run(ctx: Context, stop: Stop) {
     );
 }
 
-/// Makes sure the default `local-path` StorageClass exists (k3s ships the
-/// same): WaitForFirstConsumer, reclaim Delete.
+/// Makes sure the default `local-path` StorageClass exists.
 async fn ensure_default_class(client: &kube::Client) -> Result<(), kube::Error> {
     let classes: Api<StorageClass> = Api::all(client.clone());
-    let class = StorageClass {
-        metadata: ObjectMeta {
-            name: Some(CLASS.into()),
-            annotations: Some(BTreeMap::from([(
-                skiff_common::default_class::STORAGE_CLASS_MARKER.to_string(),
-                "true".to_string(),
-            )])),
-            ..Default::default()
-        },
-        provisioner: PROVISIONER.into(),
-        reclaim_policy: Some("Delete".into()),
-        volume_binding_mode: Some("WaitForFirstConsumer".into()),
-        ..Default::default()
-    };
-    match classes.create(&PostParams::default(), &class).await {
+    match classes
+        .create(&PostParams::default(), &local_path::default_class())
+        .await
+    {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
         Err(e) => Err(e),

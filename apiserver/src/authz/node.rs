@@ -196,13 +196,7 @@ impl NodeAuthorizer {
         {
             return None;
         }
-        let released = volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
-        let delete = volume
-            .spec
-            .as_ref()
-            .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
-            == Some("Delete");
-        Some(if released && delete {
+        Some(if local_path::to_reclaim(&volume) {
             OwnVolume::Reclaim
         } else {
             OwnVolume::Read

@@ -499,6 +499,86 @@ async fn the_volume_binder_account_only_updates_claims() {
     }
 }
 
+/// The pv-protection controller's account updates volumes (their
+/// finalizers) and nothing else: it cannot delete or create volumes, touch
+/// claims or read secrets.
+#[tokio::test]
+async fn the_pv_protection_account_only_updates_volumes() {
+    let s = TestServer::new().await;
+    let volumes = "/api/v1/persistentvolumes";
+    let volume = s
+        .created(
+            volumes,
+            json!({"metadata": {"name": "pv"}, "spec": {"capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/pv"}}}),
+        )
+        .await;
+    let protector = account("kube-system", "pv-protection-controller");
+    let path = format!("{volumes}/pv");
+    assert_eq!(s.get_as(&protector, &path).await.0, StatusCode::OK);
+    let mut released = volume.clone();
+    released["metadata"]["finalizers"] = json!([]);
+    assert_eq!(
+        s.call_as(&protector, Method::PUT, &path, Some(released))
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let another = json!({"metadata": {"name": "pv2"}, "spec": {"capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/"}}});
+    for (method, path, body) in [
+        (Method::DELETE, path.as_str(), None),
+        (Method::POST, volumes, Some(another)),
+        (
+            Method::GET,
+            "/api/v1/namespaces/default/persistentvolumeclaims",
+            None,
+        ),
+        (Method::GET, "/api/v1/secrets", None),
+    ] {
+        assert_eq!(
+            s.call_as(&protector, method.clone(), path, body).await.0,
+            StatusCode::FORBIDDEN,
+            "{method} {path}"
+        );
+    }
+}
+
+/// The local-path provisioner's account makes volumes and binds claims; it
+/// deletes no volume (the node holding a volume's directory does), and
+/// reads no secrets and starts no pods.
+#[tokio::test]
+async fn the_local_path_provisioner_account_makes_volumes_and_deletes_none() {
+    let s = TestServer::new().await;
+    let provisioner = account("kube-system", "local-path-provisioner-service-account");
+    let volume = json!({"metadata": {"name": "pvc-1"}, "spec": {"capacity": {"storage": "1Gi"},
+        "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/pvc-1"}}});
+    assert_eq!(
+        s.call_as(
+            &provisioner,
+            Method::POST,
+            "/api/v1/persistentvolumes",
+            Some(volume)
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "image": "busybox"}]}});
+    for (method, path, body) in [
+        (Method::DELETE, "/api/v1/persistentvolumes/pvc-1", None),
+        (Method::GET, "/api/v1/namespaces/kube-system/secrets", None),
+        (Method::POST, "/api/v1/namespaces/default/pods", Some(pod)),
+    ] {
+        assert_eq!(
+            s.call_as(&provisioner, method.clone(), path, body).await.0,
+            StatusCode::FORBIDDEN,
+            "{method} {path}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_restart_repairs_the_defaults_but_respects_autoupdate_false() {
     let disk = KeptStore::new();

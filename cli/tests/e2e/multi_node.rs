@@ -518,7 +518,7 @@ fn local_path_on_a_joined_node(cluster: &Cluster, node: &str, data_dir: &std::pa
             "terminationGracePeriodSeconds": 1,
             "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-b"}}],
             "containers": [{"name": "main", "image": BUSYBOX_IMAGE,
-                "command": ["sh", "-c", "echo from-b > /data/out.txt && sleep 3600"],
+                "command": ["sh", "-c", "echo from-b > /data/out.txt && echo wrote && sleep 3600"],
                 "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}}));
     ready_pod_ip(cluster, "writer-b");
     let claim = json(&cluster.kubectl_ok(&["get", "pvc", "data-b", "-o", "json"]));
@@ -543,6 +543,23 @@ fn local_path_on_a_joined_node(cluster: &Cluster, node: &str, data_dir: &std::pa
     eventually(Duration::from_secs(30), "the pod's file on node B", || {
         (std::fs::read_to_string(dir.join("out.txt")).ok()? == "from-b\n").then_some(())
     });
+
+    // Its log and its node's usage, read through node B's server.
+    assert_eq!(cluster.kubectl_ok(&["logs", "writer-b"]).trim(), "wrote");
+    let top = eventually(Duration::from_secs(30), "kubectl top node", || {
+        let out = cluster.kubectl(&["top", "node", node, "--no-headers"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(top.starts_with(node), "{top}");
+    let top = eventually(Duration::from_secs(30), "kubectl top pod", || {
+        let out = cluster.kubectl(&["top", "pod", "writer-b", "--no-headers"]);
+        out.status
+            .success()
+            .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    });
+    assert!(top.starts_with("writer-b"), "{top}");
 
     cluster.kubectl_ok(&["delete", "pod", "writer-b", "--wait=true"]);
     cluster.kubectl_ok(&["delete", "pvc", "data-b", "--wait=true"]);

@@ -256,6 +256,9 @@ impl Cluster {
             format!("10.{}.0.0/16", 230 + n),
             "--cluster-dns".into(),
             self.cluster_dns(),
+            // `kubectl top` has figures after two scrapes.
+            "--metric-resolution".into(),
+            "2s".into(),
         ];
         let (kubeconfig, log) = (self.kubeconfig(), self.log_path("server"));
         let child = spawn_logged(in_netns(&format!("mn{}s", self.n)).args(&args), &log);

@@ -177,7 +177,6 @@ pub(crate) fn own_directory(
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::PersistentVolumeClaimSpec;
-    use k8s_openapi::api::storage::v1::StorageClass;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn claim() -> PersistentVolumeClaim {
@@ -194,15 +193,7 @@ mod tests {
     }
 
     fn volume_at(path: &Path, node: &str) -> PersistentVolume {
-        let class = StorageClass {
-            metadata: ObjectMeta {
-                name: Some(local_path::CLASS.into()),
-                ..Default::default()
-            },
-            provisioner: local_path::PROVISIONER.into(),
-            ..Default::default()
-        };
-        local_path::volume_for(&claim(), &class, path, node)
+        local_path::volume_for(&claim(), &local_path::default_class(), path, node)
     }
 
     #[test]

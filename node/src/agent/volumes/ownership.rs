@@ -7,6 +7,8 @@
 //! but in the pod's `fsGroup` can read a Secret written `0400`, and share
 //! an emptyDir with its neighbours. Symbolic links (the atomic writer's
 //! `..data` and top-level names) get the group and keep their own mode.
+//! `fsGroupChangePolicy` does not apply to these kinds: upstream's plugins
+//! for them walk the whole volume every time, whatever the pod asks.
 
 use std::io;
 use std::os::unix::fs::PermissionsExt;

@@ -101,24 +101,13 @@ async fn released_here(api: &Api<PersistentVolume>, storage_dir: &Path) -> Vec<P
     let mut released = Vec::new();
     for name in names {
         match api.get_opt(&name).await {
-            Ok(Some(volume)) if releasable(&volume) => released.push(volume),
+            Ok(Some(volume)) if local_path::to_reclaim(&volume) => released.push(volume),
             // Gone (deleted by hand: its data stays) or still in use.
             Ok(_) => {}
             Err(error) => tracing::debug!(%error, volume = %name, "reading a local-path volume"),
         }
     }
     released
-}
-
-/// Whether `volume` is Released with reclaim policy `Delete`.
-fn releasable(volume: &PersistentVolume) -> bool {
-    let released = volume.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
-    let delete = volume
-        .spec
-        .as_ref()
-        .and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
-        == Some("Delete");
-    released && delete
 }
 
 /// Removes `volume`'s directory, then the volume (only the one judged).
@@ -158,28 +147,5 @@ async fn reclaim(
             volume: name,
             source,
         }),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn volume(phase: &str, policy: &str) -> PersistentVolume {
-        serde_json::from_value(json!({
-            "metadata": {"name": "pvc-u1"},
-            "spec": {"persistentVolumeReclaimPolicy": policy},
-            "status": {"phase": phase}
-        }))
-        .expect("volume")
-    }
-
-    #[test]
-    fn only_released_delete_volumes_are_reclaimed() {
-        assert!(releasable(&volume("Released", "Delete")));
-        assert!(!releasable(&volume("Bound", "Delete")));
-        assert!(!releasable(&volume("Released", "Retain")));
-        assert!(!releasable(&volume("Failed", "Delete")));
     }
 }
