@@ -37,6 +37,12 @@ pub(crate) struct NodeFlags {
     #[arg(long = "node-label", env = "SKIFF_NODE_LABEL", value_delimiter = ',')]
     pub node_labels: Vec<String>,
 
+    /// Taints the node registers with, `key=value:Effect` (or `key:Effect`),
+    /// as k3s's `--node-taint` and a kubelet's `--register-with-taints`:
+    /// given when the Node is created; repeatable.
+    #[arg(long = "node-taint", env = "SKIFF_NODE_TAINT", value_delimiter = ',')]
+    pub node_taints: Vec<String>,
+
     /// Nameserver pods are told to use (the `kube-dns` Service's ClusterIP);
     /// repeatable.
     #[arg(
@@ -249,6 +255,11 @@ impl NodeFlags {
             labels.insert(k.to_string(), v.to_string());
         }
         config.node_labels = labels;
+        config.node_taints = self
+            .node_taints
+            .iter()
+            .map(|spec| agent::node::registration::parse_taint(spec))
+            .collect::<Result<_, _>>()?;
         Ok(config)
     }
 

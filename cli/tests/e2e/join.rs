@@ -6,7 +6,7 @@
 //! a token naming another CA is refused before anything is sent, a wrong
 //! secret is refused with 401, and a second host (another data dir, the
 //! same `--node-name`, even with the valid server token) cannot take the
-//! node's name. Needs root (containerd, runc, CNI).
+//! node's name; an agent registers with its `--node-taint`. Needs root (containerd, runc, CNI).
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -100,6 +100,9 @@ fn spawn_agent(
             "--kubelet-port",
             &kubelet_port,
             "--disable-kube-proxy",
+            // Registered with it (and not again at a restart).
+            "--node-taint",
+            "dedicated=edge:NoSchedule",
         ],
     )
 }
@@ -258,6 +261,35 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         });
         wait_node_ready(&server, node);
         assert_eq!(client_csrs(&server).len(), 1, "the restart asked again");
+
+        // `--node-taint`: the node came with its taint, once, and a pod
+        // that does not tolerate it is not placed there.
+        let taints =
+            json(&server.kubectl_ok(&["get", "node", node, "-o", "json"]))["spec"]["taints"]
+                .clone();
+        assert_eq!(
+            taints,
+            serde_json::json!([{"key": "dedicated", "value": "edge", "effect": "NoSchedule"}])
+        );
+        server.kubectl_ok(&[
+            "run",
+            "intolerant",
+            "--image",
+            "busybox",
+            "--restart",
+            "Never",
+        ]);
+        eventually(
+            Duration::from_secs(30),
+            "the pod refused by the taint",
+            || {
+                let described = server.kubectl_ok(&["describe", "pod", "intolerant"]);
+                described
+                    .contains("1 node(s) had untolerated taint {dedicated: edge}")
+                    .then_some(())
+            },
+        );
+        server.kubectl_ok(&["delete", "pod", "intolerant", "--wait=false"]);
 
         // Deleting the token ends it for new agents; the joined node keeps
         // its certificate.

@@ -61,6 +61,10 @@ pub struct AgentConfig {
     pub cni_bridge: String,
     /// Extra Node labels.
     pub node_labels: BTreeMap<String, String>,
+    /// Taints the Node is registered with (`--node-taint`; a kubelet's
+    /// `--register-with-taints`): given when the Node is created, left to
+    /// `kubectl taint` afterwards.
+    pub node_taints: Vec<k8s_openapi::api::core::v1::Taint>,
     /// Lease renewal and node health interval.
     pub heartbeat_interval: Duration,
     /// How often the runtime is relisted.
@@ -127,6 +131,7 @@ impl AgentConfig {
             cni_network: "skiff".into(),
             cni_bridge: "skiff0".into(),
             node_labels: BTreeMap::new(),
+            node_taints: Vec::new(),
             heartbeat_interval: Duration::from_secs(10),
             relist_interval: Duration::from_secs(1),
             crash_backoff: BackoffConfig::crash_loop(),
@@ -264,7 +269,7 @@ async fn run_with_runtime(
     };
     let reported_before = registration::register(
         &client,
-        &registration::node_object(&node_name, &config.node_labels),
+        &registration::node_object(&node_name, &config.node_labels, &config.node_taints),
     )
     .await
     .map_err(register_err)?;

@@ -39,8 +39,58 @@ pub struct NodeHealth {
     pub pressure: Pressure,
 }
 
-/// The Node as registered: labels and addresses.
-pub fn node_object(name: &str, labels: &BTreeMap<String, String>) -> Node {
+/// Why a `--node-taint` is not a taint.
+#[derive(Debug, thiserror::Error)]
+pub enum TaintError {
+    /// Not `key[=value]:Effect`.
+    #[error("invalid taint spec {0:?}: want key=value:Effect or key:Effect")]
+    Shape(String),
+    /// The effect is none of the three.
+    #[error(
+        "invalid taint effect {effect:?} in {spec:?}: unsupported taint effect, want NoSchedule, PreferNoSchedule or NoExecute"
+    )]
+    Effect {
+        /// The whole spec.
+        spec: String,
+        /// Its effect.
+        effect: String,
+    },
+}
+
+/// A taint written as kubectl and `--register-with-taints` write it:
+/// `key=value:Effect`, or `key:Effect` without a value. (The key's and the
+/// value's syntax is the API server's to judge when the Node is created.)
+pub fn parse_taint(spec: &str) -> Result<k8s_openapi::api::core::v1::Taint, TaintError> {
+    let (key_value, effect) = spec
+        .rsplit_once(':')
+        .ok_or_else(|| TaintError::Shape(spec.to_string()))?;
+    let (key, value) = match key_value.split_once('=') {
+        Some((key, value)) => (key, Some(value.to_string())),
+        None => (key_value, None),
+    };
+    if key.is_empty() {
+        return Err(TaintError::Shape(spec.to_string()));
+    }
+    if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&effect) {
+        return Err(TaintError::Effect {
+            spec: spec.to_string(),
+            effect: effect.to_string(),
+        });
+    }
+    Ok(k8s_openapi::api::core::v1::Taint {
+        key: key.to_string(),
+        value,
+        effect: effect.to_string(),
+        time_added: None,
+    })
+}
+
+/// The Node as registered: labels, and the taints it starts with.
+pub fn node_object(
+    name: &str,
+    labels: &BTreeMap<String, String>,
+    taints: &[k8s_openapi::api::core::v1::Taint],
+) -> Node {
     let mut all_labels: BTreeMap<String, String> = [
         ("kubernetes.io/hostname", name),
         ("kubernetes.io/os", "linux"),
@@ -58,6 +108,10 @@ pub fn node_object(name: &str, labels: &BTreeMap<String, String>) -> Node {
             labels: Some(all_labels),
             ..Default::default()
         },
+        spec: (!taints.is_empty()).then(|| k8s_openapi::api::core::v1::NodeSpec {
+            taints: Some(taints.to_vec()),
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -551,6 +605,39 @@ mod tests {
             machine_id: "m".into(),
             boot_id: "b".into(),
         }
+    }
+
+    #[test]
+    fn node_taints_are_read_as_kubectl_writes_them_and_registered() {
+        let taint = parse_taint("dedicated=edge:NoSchedule").expect("taint");
+        assert_eq!(
+            (
+                taint.key.as_str(),
+                taint.value.as_deref(),
+                taint.effect.as_str()
+            ),
+            ("dedicated", Some("edge"), "NoSchedule")
+        );
+        let bare = parse_taint("CriticalAddonsOnly:NoExecute").expect("taint");
+        assert_eq!(
+            (bare.key.as_str(), bare.value),
+            ("CriticalAddonsOnly", None)
+        );
+        let prefixed = parse_taint("example.com/gpu=true:PreferNoSchedule").expect("taint");
+        assert_eq!(prefixed.key, "example.com/gpu");
+        for bad in ["dedicated=edge", ":NoSchedule", "=v:NoSchedule"] {
+            assert!(
+                matches!(parse_taint(bad), Err(TaintError::Shape(_))),
+                "{bad}"
+            );
+        }
+        let wrong = parse_taint("dedicated=edge:Never").unwrap_err().to_string();
+        assert!(wrong.contains("unsupported taint effect"), "{wrong}");
+
+        let node = node_object("n1", &BTreeMap::new(), std::slice::from_ref(&taint));
+        assert_eq!(node.spec.and_then(|s| s.taints), Some(vec![taint]));
+        let plain = node_object("n1", &BTreeMap::new(), &[]);
+        assert!(plain.spec.is_none(), "no taints: no spec at all");
     }
 
     #[test]
