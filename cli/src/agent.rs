@@ -68,6 +68,12 @@ pub(crate) struct NodeFlags {
     #[arg(long, env = "SKIFF_NODE_IP")]
     pub node_ip: Option<IpAddr>,
 
+    /// The address this node publishes as its ExternalIP (k3s's
+    /// `--node-external-ip`): `kubectl get nodes -o wide` shows it, and
+    /// ServiceLB gives it to LoadBalancer Services on this node.
+    #[arg(long, env = "SKIFF_NODE_EXTERNAL_IP")]
+    pub node_external_ip: Option<IpAddr>,
+
     /// Port of the node server the API server proxies logs, exec, attach
     /// and port-forward to (0: any free port; the Node publishes it).
     #[arg(long, env = "SKIFF_KUBELET_PORT", default_value_t = 10250)]
@@ -220,6 +226,7 @@ impl NodeFlags {
             resolv_conf: self.resolv_conf.clone(),
         };
         config.node_ip = Some(self.node_ip());
+        config.node_external_ip = self.node_external_ip;
         config.server_port = self.kubelet_port;
         config.server_address = self.kubelet_address;
         config.overlay.backend = self.flannel_backend;

@@ -6,7 +6,8 @@
 //! a token naming another CA is refused before anything is sent, a wrong
 //! secret is refused with 401, and a second host (another data dir, the
 //! same `--node-name`, even with the valid server token) cannot take the
-//! node's name; an agent registers with its `--node-taint`. Needs root (containerd, runc, CNI).
+//! node's name; an agent registers with its `--node-taint` and
+//! `--node-external-ip`. Needs root (containerd, runc, CNI).
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -103,6 +104,8 @@ fn spawn_agent(
             // Registered with it (and not again at a restart).
             "--node-taint",
             "dedicated=edge:NoSchedule",
+            "--node-external-ip",
+            "192.0.2.10",
         ],
     )
 }
@@ -261,6 +264,33 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         });
         wait_node_ready(&server, node);
         assert_eq!(client_csrs(&server).len(), 1, "the restart asked again");
+
+        // `--node-external-ip`, as `kubectl get nodes -o wide` shows it.
+        let wide = server.kubectl_ok(&["get", "node", node, "-o", "wide", "--no-headers"]);
+        let columns: Vec<&str> = wide.split_whitespace().collect();
+        assert_eq!(
+            columns.get(5..7),
+            Some(&["127.0.0.1", "192.0.2.10"][..]),
+            "{wide}"
+        );
+        // Its node server serves with a certificate naming that address
+        // too (the approver signs only a node's published addresses).
+        let healthz = eventually(Duration::from_secs(30), "the node server's healthz", || {
+            let out = server.kubectl(&[
+                "get",
+                "--raw",
+                &format!("/api/v1/nodes/{node}/proxy/healthz"),
+            ]);
+            out.status
+                .success()
+                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+        });
+        assert_eq!(healthz, "ok");
+        let serving = std::fs::read(pki(&agent).join("kubelet-serving.crt")).expect("serving cert");
+        let (_, pem) = x509_parser::pem::parse_x509_pem(&serving).expect("PEM");
+        let cert = pem.parse_x509().expect("certificate");
+        let names = format!("{:?}", cert.subject_alternative_name().expect("SAN"));
+        assert_contains(&names, "IPAddress([192, 0, 2, 10])");
 
         // `--node-taint`: the node came with its taint, once, and a pod
         // that does not tolerate it is not placed there.

@@ -76,6 +76,8 @@ pub struct AgentConfig {
     /// The address the Node publishes as its InternalIP (default: the
     /// host's first non-loopback IPv4 address).
     pub node_ip: Option<IpAddr>,
+    /// The Node's ExternalIP (`--node-external-ip`), when it has one.
+    pub node_external_ip: Option<IpAddr>,
     /// Port of the node server (logs, exec, attach, port-forward); 0 picks
     /// a free one. The bound port is published in the Node's status.
     pub server_port: u16,
@@ -137,6 +139,7 @@ impl AgentConfig {
             crash_backoff: BackoffConfig::crash_loop(),
             image_backoff: BackoffConfig::crash_loop(),
             node_ip: None,
+            node_external_ip: None,
             server_port: server::DEFAULT_PORT,
             server_address: None,
             server_tls: None,
@@ -261,6 +264,7 @@ async fn run_with_runtime(
     if let Some(ip) = config.node_ip {
         facts.internal_ip = ip.to_string();
     }
+    facts.external_ip = config.node_external_ip.map(|ip| ip.to_string());
     let version = runtime.version().await.ok();
     let node_name = config.node_name.clone();
     let register_err = |source| AgentError::Register {
@@ -447,7 +451,10 @@ async fn run_with_runtime(
                 server::authn::TokenReviewer::new(client.clone()),
             ))),
         };
-        let addresses = vec![facts.internal_ip.clone(), node_name.clone()];
+        // The serving certificate names every address the Node publishes,
+        // as a kubelet's does.
+        let mut addresses = vec![facts.internal_ip.clone(), node_name.clone()];
+        addresses.extend(facts.external_ip.clone());
         tasks.spawn(serve_node(
             listener,
             state,

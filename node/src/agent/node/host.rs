@@ -20,6 +20,9 @@ pub struct HostFacts {
     pub hostname: String,
     /// The address other nodes reach this one on.
     pub internal_ip: String,
+    /// The address it is reached on from outside the cluster
+    /// (`--node-external-ip`), when it has one.
+    pub external_ip: Option<String>,
     /// Whole CPUs available.
     pub cpus: u32,
     /// Memory in bytes.
@@ -72,6 +75,7 @@ pub fn read(agent_dir: &Path) -> HostFacts {
     HostFacts {
         hostname,
         internal_ip: internal_ip().to_string(),
+        external_ip: None,
         cpus: cpus(),
         memory: memory(),
         disk: disk_size(agent_dir).0,

@@ -128,6 +128,24 @@ fn milli_cores(milli: u64) -> String {
     }
 }
 
+/// The Node's addresses in the order k3s publishes them: InternalIP,
+/// ExternalIP when the node has one, Hostname.
+fn node_addresses(name: &str, facts: &HostFacts) -> Vec<NodeAddress> {
+    let address = |type_: &str, address: &str| NodeAddress {
+        type_: type_.into(),
+        address: address.to_string(),
+    };
+    let mut addresses = vec![address("InternalIP", &facts.internal_ip)];
+    addresses.extend(
+        facts
+            .external_ip
+            .as_deref()
+            .map(|ip| address("ExternalIP", ip)),
+    );
+    addresses.push(address("Hostname", name));
+    addresses
+}
+
 /// The Node status.
 pub fn node_status(
     name: &str,
@@ -247,16 +265,7 @@ pub fn node_status(
     NodeStatus {
         capacity: Some(capacity),
         allocatable: Some(allocatable),
-        addresses: Some(vec![
-            NodeAddress {
-                type_: "InternalIP".into(),
-                address: facts.internal_ip.clone(),
-            },
-            NodeAddress {
-                type_: "Hostname".into(),
-                address: name.to_string(),
-            },
-        ]),
+        addresses: Some(node_addresses(name, facts)),
         conditions: Some(conditions),
         node_info: Some(NodeSystemInfo {
             architecture: go_arch().to_string(),
@@ -595,6 +604,7 @@ mod tests {
         HostFacts {
             hostname: "h".into(),
             internal_ip: "192.0.2.7".into(),
+            external_ip: None,
             cpus: 2,
             memory: 4 << 30,
             disk: 100 << 30,
@@ -638,6 +648,31 @@ mod tests {
         assert_eq!(node.spec.and_then(|s| s.taints), Some(vec![taint]));
         let plain = node_object("n1", &BTreeMap::new(), &[]);
         assert!(plain.spec.is_none(), "no taints: no spec at all");
+    }
+
+    #[test]
+    fn an_external_ip_is_published_between_the_internal_ip_and_the_hostname() {
+        let mut facts = facts();
+        let listed = |facts: &HostFacts| -> Vec<(String, String)> {
+            node_addresses("n1", facts)
+                .into_iter()
+                .map(|a| (a.type_, a.address))
+                .collect()
+        };
+        let pair = |t: &str, a: &str| (t.to_string(), a.to_string());
+        assert_eq!(
+            listed(&facts),
+            vec![pair("InternalIP", "192.0.2.7"), pair("Hostname", "n1")]
+        );
+        facts.external_ip = Some("198.51.100.9".into());
+        assert_eq!(
+            listed(&facts),
+            vec![
+                pair("InternalIP", "192.0.2.7"),
+                pair("ExternalIP", "198.51.100.9"),
+                pair("Hostname", "n1")
+            ]
+        );
     }
 
     #[test]
