@@ -29,6 +29,16 @@ pub(crate) struct NodeFlags {
     #[arg(long, env = "SKIFF_POD_CIDR", default_value = "10.42.0.0/24")]
     pub pod_cidr: String,
 
+    /// Private registry configuration in k3s's `registries.yaml` shape
+    /// (mirrors, credentials, TLS) for the containerd skiff starts; used
+    /// when the file exists.
+    #[arg(
+        long,
+        env = "SKIFF_PRIVATE_REGISTRY",
+        default_value = "/etc/skiff/registries.yaml"
+    )]
+    pub private_registry: PathBuf,
+
     /// Linux bridge of the pod network.
     #[arg(long, env = "SKIFF_CNI_BRIDGE", default_value = "skiff0")]
     pub cni_bridge: String,
@@ -218,6 +228,14 @@ impl NodeFlags {
         let node_name = self.node_name(data_dir);
         let mut config = AgentConfig::new(node_name, data_dir.join("agent"));
         config.runtime.external_endpoint = self.container_runtime_endpoint.clone();
+        config.runtime.registries =
+            skiff_node::containerd::registries::Registries::load(&self.private_registry)?;
+        if config.runtime.registries.is_some() && config.runtime.external_endpoint.is_some() {
+            tracing::warn!(
+                file = %self.private_registry.display(),
+                "registry configuration not applied: --container-runtime-endpoint names a runtime skiff does not configure"
+            );
+        }
         config.fallback_pod_cidr = self.pod_cidr.clone();
         config.cni_bridge = self.cni_bridge.clone();
         config.dns = agent::pod::dns_config::ClusterDnsSettings {

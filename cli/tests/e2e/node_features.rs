@@ -5,7 +5,9 @@
 //! persistentVolumeClaim volumes (a static hostPath PV, a missing claim with
 //! its FailedMount event, a local-path claim provisioned on first use, kept
 //! while in use after its deletion and removed with its volume once free); pull
-//! secrets reaching a registry on loopback and ImagePullBackOff. Needs root.
+//! secrets reaching a registry on loopback, a `registries.yaml` mirror with
+//! its credentials reaching it for an image of another name, and
+//! ImagePullBackOff. Needs root.
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpListener;
@@ -176,10 +178,31 @@ fn claim_lifecycle(server: &Server, volume: &str, dir: &Path) {
 #[test]
 fn node_features_on_containerd() {
     let registry = RecordingRegistry::start();
-    run_with_node("skf", "10.233.10.0/24", NODE, &[], |server| {
-        scenario(server, &registry)
-    });
+    // `--private-registry`: a made-up registry name mirrored to the
+    // recording registry, with credentials for it.
+    let config = tempfile::tempdir().expect("config dir");
+    let registries = config.path().join("registries.yaml");
+    std::fs::write(
+        &registries,
+        format!(
+            "mirrors:\n  {MIRRORED}:\n    endpoint:\n      - \"http://{host}\"\n\
+             configs:\n  \"{host}\":\n    auth:\n      username: carol\n      password: mirror-pw\n",
+            host = registry.host()
+        ),
+    )
+    .expect("registries.yaml");
+    let registries = registries.to_string_lossy().into_owned();
+    run_with_node(
+        "skf",
+        "10.233.10.0/24",
+        NODE,
+        &["--private-registry", &registries],
+        |server| scenario(server, &registry),
+    );
 }
+
+/// The registry name `registries.yaml` mirrors to the recording registry.
+const MIRRORED: &str = "mirror.skiff.test";
 
 fn scenario(server: &Server, registry: &RecordingRegistry) {
     wait_node_ready(server, NODE);
@@ -289,6 +312,12 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
             r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"private"}},
                "spec":{{{on_node}"imagePullSecrets":[{{"name":"regcred"}},{{"name":"gone"}}],
                  "containers":[{{"name":"main","image":"{private}"}}]}}}}"#
+        ),
+        // No pull secret: the mirror and its credentials come from
+        // `registries.yaml`.
+        format!(
+            r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"mirrored"}},
+               "spec":{{{on_node}"containers":[{{"name":"main","image":"{MIRRORED}/team/app:v2"}}]}}}}"#
         ),
         format!(
             r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"private-sa"}},
@@ -417,6 +446,15 @@ fn scenario(server: &Server, registry: &RecordingRegistry) {
         || {
             registry
                 .saw(&format!("Basic {}", basic("bob", "hunter2")))
+                .then_some(())
+        },
+    );
+    eventually(
+        Duration::from_secs(60),
+        "mirrored: the mirror's credentials sent",
+        || {
+            registry
+                .saw(&format!("Basic {}", basic("carol", "mirror-pw")))
                 .then_some(())
         },
     );

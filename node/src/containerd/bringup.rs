@@ -34,6 +34,9 @@ pub struct BringUpOptions {
     pub pod_network: Option<PodNetwork>,
     /// How long the runtime may take to answer CRI.
     pub ready_timeout: Duration,
+    /// Registry mirrors, credentials and TLS for the containerd skiff
+    /// starts (`--private-registry`).
+    pub registries: Option<super::registries::Registries>,
 }
 
 /// The node's pod network: CNI network name, bridge, pod CIDR.
@@ -78,6 +81,7 @@ impl BringUpOptions {
             busybox: PathBuf::from(crate::images::builtin::HOST_BUSYBOX),
             pod_network: None,
             ready_timeout: Duration::from_secs(60),
+            registries: None,
         }
     }
 
@@ -134,7 +138,9 @@ impl NodeRuntime {
             }
             None => {
                 let paths = options.containerd_paths();
-                ContainerdConfig::new(paths.clone(), PAUSE_IMAGE).write()?;
+                let mut containerd = ContainerdConfig::new(paths.clone(), PAUSE_IMAGE);
+                containerd.registries = options.registries.clone();
+                containerd.write()?;
                 if let Some(network) = &options.pod_network {
                     write_network(&paths, network)?;
                 }

@@ -81,6 +81,8 @@ impl ContainerdPaths {
     files_under_base! {
         /// containerd's `config.toml`.
         config_file: "config.toml";
+        /// Per-registry `hosts.toml` files (mirrors, TLS), from `registries.yaml`.
+        certs_dir: "certs.d";
         /// Persistent data (content store, snapshots, metadata).
         root: "root";
         /// Runtime state (task bundles, sockets of shims).
@@ -114,6 +116,8 @@ pub struct ContainerdConfig {
     pub cni_bin_dir: PathBuf,
     /// containerd log level (`info`, `debug`, ...).
     pub log_level: String,
+    /// Registry mirrors, credentials and TLS (`--private-registry`).
+    pub registries: Option<super::registries::Registries>,
 }
 
 impl ContainerdConfig {
@@ -124,6 +128,7 @@ impl ContainerdConfig {
             sandbox_image: sandbox_image.into(),
             cni_bin_dir: PathBuf::from(DEFAULT_CNI_BIN_DIR),
             log_level: "info".to_string(),
+            registries: None,
         }
     }
 
@@ -181,6 +186,13 @@ impl ContainerdConfig {
         let _ = writeln!(out, "  bin_dir = {}", toml_path(&self.cni_bin_dir));
         let _ = writeln!(out, "  conf_dir = {}", toml_path(&p.cni_conf_dir()));
         let _ = writeln!(out, "  max_conf_num = 1");
+        if let Some(registries) = &self.registries {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "[{cri}.registry]");
+            let _ = writeln!(out, "  config_path = {}", toml_path(&p.certs_dir()));
+            let _ = writeln!(out);
+            out.push_str(&registries.auth_toml(cri));
+        }
         out
     }
 
@@ -200,6 +212,18 @@ impl ContainerdConfig {
         ] {
             fs::create_dir_all(&dir).map_err(|source| ConfigError::Io { path: dir, source })?;
         }
+        let certs = p.certs_dir();
+        match &self.registries {
+            Some(registries) => registries.write_hosts(&certs),
+            None => match fs::remove_dir_all(&certs) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+        }
+        .map_err(|source| ConfigError::Io {
+            path: certs,
+            source,
+        })?;
         let path = p.config_file();
         write_atomically(&path, self.render().as_bytes())?;
         Ok(path)

@@ -3,4 +3,5 @@
 
 pub mod bringup;
 pub mod config;
+pub mod registries;
 pub mod supervisor;
