@@ -224,8 +224,14 @@ impl ContainerdConfig {
             path: certs,
             source,
         })?;
+        // Owner-only: it may hold registry credentials.
         let path = p.config_file();
-        write_atomically(&path, self.render().as_bytes())?;
+        skiff_common::files::write_private(&path, self.render().as_bytes()).map_err(|e| {
+            ConfigError::Io {
+                path: e.path,
+                source: e.source,
+            }
+        })?;
         Ok(path)
     }
 }
@@ -455,6 +461,11 @@ mod tests {
         let c = ContainerdConfig::new(ContainerdPaths::new(dir.path().join("c")), "p:1");
         let path = c.write().unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), c.render());
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = fs::metadata(&path).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "registry credentials stay private");
+        }
         assert!(c.paths.root().is_dir());
         assert!(c.paths.cni_conf_dir().is_dir());
 
