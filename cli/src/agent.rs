@@ -16,6 +16,12 @@ use tokio::sync::watch;
 /// Flags of the node agent.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct NodeFlags {
+    /// Read flags from this YAML file too (k3s's `config.yaml`: keys are
+    /// flag names, lists repeat a flag; the command line wins); default
+    /// `/etc/skiff/config.yaml` when it exists.
+    #[arg(short = 'c', long, env = "SKIFF_CONFIG_FILE")]
+    pub config: Option<PathBuf>,
+
     /// Name of this node (default: the host name).
     #[arg(long, env = "SKIFF_NODE_NAME")]
     pub node_name: Option<String>,

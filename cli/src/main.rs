@@ -10,6 +10,7 @@ mod certificate;
 mod check_config;
 mod code_pages;
 mod columns;
+mod config_file;
 mod data_dir;
 mod images;
 mod ingress;
@@ -60,7 +61,20 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let (args, config_file) =
+        config_file::with_file_flags(std::env::args_os().collect(), |name| {
+            std::env::var(name).ok()
+        })?;
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            if let Some(path) = &config_file {
+                eprintln!("(flags were also read from {})", path.display());
+            }
+            std::process::exit(error.exit_code());
+        }
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SKIFF_LOG")

@@ -7,7 +7,7 @@
 //! secret is refused with 401, and a second host (another data dir, the
 //! same `--node-name`, even with the valid server token) cannot take the
 //! node's name; an agent registers with its `--node-taint` and
-//! `--node-external-ip`. Needs root (containerd, runc, CNI).
+//! `--node-external-ip`, read from its `--config` file. Needs root (containerd, runc, CNI).
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -77,6 +77,14 @@ fn spawn_agent(
     // Pod cgroups, pod-network and policy tables of its own, which the
     // Agent's drop removes.
     let (cgroup_root, net_table) = (format!("/{bridge}"), format!("{bridge}-net"));
+    // Some flags come from a k3s-style config file (a list repeats one).
+    let config = dir.join("config.yaml");
+    std::fs::write(
+        &config,
+        "node-taint:\n  - dedicated=edge:NoSchedule\nnode-external-ip: 192.0.2.10\n",
+    )
+    .expect("config.yaml");
+    let config = config.to_string_lossy().into_owned();
     spawn_joined_agent(
         server,
         dir,
@@ -101,11 +109,8 @@ fn spawn_agent(
             "--kubelet-port",
             &kubelet_port,
             "--disable-kube-proxy",
-            // Registered with it (and not again at a restart).
-            "--node-taint",
-            "dedicated=edge:NoSchedule",
-            "--node-external-ip",
-            "192.0.2.10",
+            "--config",
+            &config,
         ],
     )
 }
@@ -292,7 +297,8 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         let names = format!("{:?}", cert.subject_alternative_name().expect("SAN"));
         assert_contains(&names, "IPAddress([192, 0, 2, 10])");
 
-        // `--node-taint`: the node came with its taint, once, and a pod
+        // `--node-taint` (a list in the config file): the node came with
+        // its taint, once (not again at the restart), and a pod
         // that does not tolerate it is not placed there.
         let taints =
             json(&server.kubectl_ok(&["get", "node", node, "-o", "json"]))["spec"]["taints"]

@@ -1,0 +1,276 @@
+//! `skiff server` and `skiff agent` flags from a YAML file, as k3s reads
+//! `/etc/rancher/k3s/config.yaml`: each key is a long flag without its
+//! dashes (`node-label`, `tls-san`), a list is a repeated flag, `true` sets
+//! a switch and `false` leaves it off. The file is `--config FILE` (`-c`,
+//! `SKIFF_CONFIG_FILE`), else `/etc/skiff/config.yaml` when it exists.
+//!
+//! What the command line or the flag's `SKIFF_*` variable sets wins, a
+//! repeatable flag included: given there, the file's list for it is not
+//! used at all (k3s's rule). The file's values become ordinary arguments
+//! ahead of the command line's, so clap checks them like any other.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+/// Where the file is looked for when no `--config` names one.
+pub(crate) const DEFAULT_PATH: &str = "/etc/skiff/config.yaml";
+/// The variable that names the file, as `--config` does.
+const ENV: &str = "SKIFF_CONFIG_FILE";
+
+/// Why the configuration file is not used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigFileError {
+    /// It could not be read.
+    #[error("reading the configuration file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// It is not YAML.
+    #[error("the configuration file {path} is not YAML: {source}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The parser's words.
+        source: serde_yaml::Error,
+    },
+    /// It is YAML of another shape.
+    #[error("the configuration file {path}: {what}")]
+    Shape {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, and where.
+        what: String,
+    },
+}
+
+/// `args` (the process's, program name first) with the flags of the
+/// configuration file put in after the subcommand, for `server` and
+/// `agent`; the file used, if any.
+pub(crate) fn with_file_flags(
+    args: Vec<OsString>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(Vec<OsString>, Option<PathBuf>), ConfigFileError> {
+    let Some(command) = args.get(1).and_then(|a| a.to_str()) else {
+        return Ok((args, None));
+    };
+    if command != "server" && command != "agent" {
+        return Ok((args, None));
+    }
+    let given: Vec<&str> = args[2..].iter().filter_map(|a| a.to_str()).collect();
+    let (path, explicit) = match named_file(&given).or_else(|| env(ENV)) {
+        Some(path) => (PathBuf::from(path), true),
+        None => (PathBuf::from(DEFAULT_PATH), false),
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+            return Ok((args, None));
+        }
+        Err(source) => return Err(ConfigFileError::Read { path, source }),
+    };
+    let flags = file_flags(&path, &text, &given, &env)?;
+    let mut out = args[..2].to_vec();
+    out.extend(flags.into_iter().map(OsString::from));
+    out.extend(args[2..].iter().cloned());
+    Ok((out, Some(path)))
+}
+
+/// The file `--config`/`-c` names on the command line.
+fn named_file(given: &[&str]) -> Option<String> {
+    let mut args = given.iter();
+    while let Some(arg) = args.next() {
+        if *arg == "--config" || *arg == "-c" {
+            return args.next().map(|s| s.to_string());
+        }
+        if let Some(path) = arg.strip_prefix("--config=") {
+            return Some(path.to_string());
+        }
+    }
+    None
+}
+
+/// Whether the command line or the environment sets flag `key`.
+fn set_elsewhere(key: &str, given: &[&str], env: &impl Fn(&str) -> Option<String>) -> bool {
+    let flag = format!("--{key}");
+    let on_command_line = given
+        .iter()
+        .any(|a| *a == flag || a.strip_prefix(&flag).is_some_and(|r| r.starts_with('=')));
+    let variable = format!("SKIFF_{}", key.to_uppercase().replace('-', "_"));
+    on_command_line || env(&variable).is_some()
+}
+
+/// The file's keys as `--key=value` arguments.
+fn file_flags(
+    path: &Path,
+    text: &str,
+    given: &[&str],
+    env: &impl Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, ConfigFileError> {
+    let shape = |what: String| ConfigFileError::Shape {
+        path: path.to_path_buf(),
+        what,
+    };
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let value: serde_yaml::Value =
+        serde_yaml::from_str(text).map_err(|source| ConfigFileError::Parse {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let serde_yaml::Value::Mapping(map) = value else {
+        return Err(shape(
+            "want a mapping of flag names to values, such as `node-label: [a=b]`".into(),
+        ));
+    };
+    let mut flags = Vec::new();
+    for (key, value) in map {
+        let Some(key) = key.as_str().map(str::to_string) else {
+            return Err(shape(format!("key {key:?} is not a flag name")));
+        };
+        if key == "config" || key.starts_with('-') {
+            return Err(shape(format!(
+                "{key:?}: name flags without their dashes, and not `config`"
+            )));
+        }
+        if set_elsewhere(&key, given, env) {
+            continue;
+        }
+        let items = match value {
+            serde_yaml::Value::Sequence(items) => items,
+            one => vec![one],
+        };
+        for item in items {
+            match item {
+                serde_yaml::Value::Bool(true) => flags.push(format!("--{key}")),
+                serde_yaml::Value::Bool(false) | serde_yaml::Value::Null => {}
+                serde_yaml::Value::String(s) => flags.push(format!("--{key}={s}")),
+                serde_yaml::Value::Number(n) => flags.push(format!("--{key}={n}")),
+                other => {
+                    return Err(shape(format!(
+                        "{key}: {other:?} is not a string, number, boolean or list of them"
+                    )));
+                }
+            }
+        }
+    }
+    Ok(flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<OsString> {
+        list.iter().map(OsString::from).collect()
+    }
+
+    fn strings(list: &[OsString]) -> Vec<String> {
+        list.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    const FILE: &str = "\
+node-label:
+  - zone=edge
+  - tier=1
+node-external-ip: 192.0.2.10
+max-pods: 50
+disable-kube-proxy: true
+disable-network-policy: false
+";
+
+    fn write(text: &str) -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, text).expect("write");
+        let path = path.to_string_lossy().into_owned();
+        (dir, path)
+    }
+
+    #[test]
+    fn file_keys_become_flags_and_the_command_line_wins() {
+        let (_dir, path) = write(FILE);
+        let (out, used) = with_file_flags(
+            args(&["skiff", "agent", "--config", &path, "--max-pods", "20"]),
+            |_| None,
+        )
+        .expect("read");
+        assert_eq!(used.as_deref(), Some(Path::new(&path)));
+        assert_eq!(
+            strings(&out),
+            [
+                "skiff",
+                "agent",
+                "--node-label=zone=edge",
+                "--node-label=tier=1",
+                "--node-external-ip=192.0.2.10",
+                "--disable-kube-proxy",
+                "--config",
+                &path,
+                "--max-pods",
+                "20",
+            ]
+        );
+
+        // A repeatable flag on the command line replaces the file's list;
+        // a variable counts as the command line.
+        let (out, _) = with_file_flags(
+            args(&["skiff", "server", "-c", &path, "--node-label=only=cli"]),
+            |name| (name == "SKIFF_MAX_PODS").then(|| "30".to_string()),
+        )
+        .expect("read");
+        let out = strings(&out);
+        assert!(!out.iter().any(|a| a.contains("zone=edge")), "{out:?}");
+        assert!(!out.iter().any(|a| a.starts_with("--max-pods")), "{out:?}");
+        assert!(out.contains(&"--disable-kube-proxy".to_string()), "{out:?}");
+    }
+
+    #[test]
+    fn the_file_is_named_by_flag_or_variable_and_other_commands_ignore_it() {
+        let (_dir, path) = write("max-pods: 7\n");
+        let (out, used) = with_file_flags(args(&["skiff", "server"]), |name| {
+            (name == ENV).then(|| path.clone())
+        })
+        .expect("read");
+        assert!(used.is_some());
+        assert_eq!(strings(&out)[2], "--max-pods=7");
+        let (out, used) = with_file_flags(
+            args(&["skiff", "images", "--config", &path, "list"]),
+            |_| None,
+        )
+        .expect("untouched");
+        assert_eq!(used, None);
+        assert_eq!(out.len(), 5);
+    }
+
+    #[test]
+    fn a_named_file_must_exist_and_hold_flags() {
+        let missing = with_file_flags(
+            args(&["skiff", "server", "--config=/nonexistent/skiff.yaml"]),
+            |_| None,
+        );
+        assert!(
+            matches!(missing, Err(ConfigFileError::Read { .. })),
+            "{missing:?}"
+        );
+        for (text, says) in [
+            ("- a\n- b\n", "want a mapping"),
+            ("node-label: {a: b}\n", "is not a string, number, boolean"),
+            ("--max-pods: 3\n", "without their dashes"),
+            ("config: /x\n", "without their dashes"),
+            ("max-pods: [1\n", "is not YAML"),
+        ] {
+            let (_dir, path) = write(text);
+            let error = with_file_flags(args(&["skiff", "agent", "-c", &path]), |_| None)
+                .expect_err(text)
+                .to_string();
+            assert!(error.contains(says), "{text}: {error}");
+            assert!(error.contains(&path), "{error}");
+        }
+    }
+}
