@@ -291,6 +291,16 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
                 .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
         });
         assert_eq!(healthz, "ok");
+        // The configuration it runs with, as a kubelet's `/configz` shows it.
+        let configz = json(&server.kubectl_ok(&[
+            "get",
+            "--raw",
+            &format!("/api/v1/nodes/{node}/proxy/configz"),
+        ]));
+        assert_eq!(
+            configz["kubeletconfig"]["registerWithTaints"][0]["key"], "dedicated",
+            "{configz}"
+        );
         let serving = std::fs::read(pki(&agent).join("kubelet-serving.crt")).expect("serving cert");
         let (_, pem) = x509_parser::pem::parse_x509_pem(&serving).expect("PEM");
         let cert = pem.parse_x509().expect("certificate");

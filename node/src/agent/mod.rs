@@ -439,7 +439,14 @@ async fn run_with_runtime(
     }
     tracing::info!(pods = pods.cache().len(), "pod workers starting");
     if let (Some(listener), Some(tls)) = (server_listener, config.server_tls.clone()) {
+        let bound = listener.local_addr().ok();
+        let configz = server::configz::kubelet_config(
+            config,
+            &bound.map(|a| a.ip().to_string()).unwrap_or_default(),
+            bound.map_or(0, |a| a.port()),
+        );
         let state = server::NodeState {
+            configz: Arc::new(configz),
             runtime: runtime.clone(),
             pods: pods.cache().clone(),
             log_root: config.log_root(),

@@ -7,7 +7,8 @@
 //! - `GET /metrics` (the agent's Prometheus metrics)
 //! - `GET /stats/summary`, `GET /metrics/resource` and
 //!   `GET /metrics/cadvisor`: resource usage ([`resource_usage`])
-//! - `GET /healthz` and `GET /pods` ([`kubelet_info`])
+//! - `GET /healthz` and `GET /pods` ([`kubelet_info`]), `GET /configz`
+//!   ([`configz`])
 //!
 //! The server speaks HTTPS only ([`tls`]): it presents the node's serving
 //! certificate (`system:node:<name>`, signed by the cluster CA) and
@@ -23,6 +24,7 @@ pub(crate) mod answer_cache;
 pub(crate) mod authn;
 pub(crate) mod authz;
 pub(crate) mod bridge;
+pub(crate) mod configz;
 pub(crate) mod container_logs;
 pub(crate) mod kubelet_info;
 pub(crate) mod resource_usage;
@@ -71,6 +73,8 @@ pub(crate) struct NodeState {
     pub authorizer: Arc<dyn authz::Reviewer>,
     /// Says whom a bearer token names (callers without a certificate).
     pub authenticator: Arc<dyn authn::TokenAuthenticator>,
+    /// What `/configz` shows: the node's configuration, written at start.
+    pub configz: Arc<serde_json::Value>,
 }
 
 /// Failures starting the node server.
@@ -133,6 +137,7 @@ pub(crate) fn router(state: NodeState) -> Router {
         .route("/metrics/cadvisor", get(resource_usage::cadvisor_metrics))
         .route("/healthz", get(kubelet_info::healthz))
         .route("/pods", get(kubelet_info::pods))
+        .route("/configz", get(configz::configz))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .with_state(state)
 }

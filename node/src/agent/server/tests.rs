@@ -143,6 +143,11 @@ async fn start_full(
         log_root: dir.path().join("logs"),
         authorizer,
         authenticator,
+        configz: Arc::new(crate::agent::server::configz::kubelet_config(
+            &crate::agent::AgentConfig::new("n1", dir.path()),
+            "127.0.0.1",
+            10250,
+        )),
     };
     let listener = super::bind("127.0.0.1".parse().unwrap(), 0).await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -449,13 +454,14 @@ async fn resource_usage_needs_nodes_stats_or_metrics() {
     let _ = node.stop.send(true);
 }
 
-/// `/healthz` and `/pods` are `get nodes/proxy`, as the kubelet's: refused
-/// to others, answered to the allowed caller (this node holds no pods).
+/// `/healthz`, `/pods` and `/configz` are `get nodes/proxy`, as the
+/// kubelet's: refused to others, answered to the allowed caller (this node
+/// holds no pods).
 #[tokio::test]
-async fn health_and_pods_need_nodes_proxy() {
+async fn health_pods_and_configz_need_nodes_proxy() {
     let node = start().await;
     let other = node.ca.client_cert("someone", &["system:authenticated"]);
-    for path in ["/healthz", "/pods"] {
+    for path in ["/healthz", "/pods", "/configz"] {
         let answer = node.call(None, "GET", path).await;
         assert_eq!(status_code(&answer), 401, "{answer}");
         let answer = node.call(Some(other.clone()), "GET", path).await;
@@ -473,6 +479,12 @@ async fn health_and_pods_need_nodes_proxy() {
     let list: serde_json::Value = serde_json::from_str(body).expect("json");
     assert_eq!(list["kind"], "PodList");
     assert_eq!(list["items"], serde_json::json!([]));
+    let answer = node.get_as_api_server("/configz").await;
+    assert_eq!(status_code(&answer), 200, "{answer}");
+    let (_, body) = answer.split_once("\r\n\r\n").expect("a body");
+    let config: serde_json::Value = serde_json::from_str(body).expect("json");
+    assert_eq!(config["kubeletconfig"]["maxPods"], 110, "{config}");
+    assert_eq!(config["kubeletconfig"]["syncFrequency"], "1m0s", "{config}");
     node.assert_api_server_asked("proxy");
     let _ = node.stop.send(true);
 }
