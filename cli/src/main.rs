@@ -150,6 +150,36 @@ mod tests {
     }
 
     #[test]
+    fn k3s_disable_names_turn_off_skiffs_components() {
+        let Command::Server(mut server) = Cli::try_parse_from([
+            "skiff",
+            "server",
+            "--disable",
+            "traefik,coredns",
+            "--disable=servicelb",
+            "--disable",
+            "local-storage",
+        ])
+        .expect("k3s's names")
+        .command
+        else {
+            panic!("not the server command");
+        };
+        crate::server::apply_disable(&mut server);
+        assert!(server.ingress.disable_ingress);
+        assert!(server.disable_cluster_dns);
+        assert_eq!(
+            crate::server::disabled_controllers(&server.disable),
+            ["servicelb", "local-path-provisioner"]
+        );
+        let refused = Cli::try_parse_from(["skiff", "server", "--disable", "flannel"])
+            .expect_err("not a component skiff packages");
+        let said = refused.to_string();
+        assert!(said.contains("possible values"), "{said}");
+        assert!(said.contains("local-storage"), "{said}");
+    }
+
+    #[test]
     fn pod_cgroups_follow_the_kubelet_flags() {
         let default = server_node_config(&[]).expect("defaults");
         assert_eq!(default.cgroup_root.as_deref(), Some("/"));

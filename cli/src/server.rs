@@ -50,6 +50,20 @@ pub(crate) struct ServerArgs {
     #[arg(long, env = "SKIFF_DISABLE_AGENT")]
     pub disable_agent: bool,
 
+    /// Packaged components not to run, by k3s's names; repeatable:
+    /// `coredns` (the cluster DNS), `traefik` (the ingress), `servicelb`,
+    /// `local-storage` (the local-path provisioner and its class),
+    /// `metrics-server` (accepted; the metrics API is built in and stays).
+    #[arg(
+        long = "disable",
+        env = "SKIFF_DISABLE",
+        value_delimiter = ',',
+        value_parser = clap::builder::PossibleValuesParser::new(
+            ["coredns", "traefik", "servicelb", "local-storage", "metrics-server"]
+        )
+    )]
+    pub disable: Vec<String>,
+
     /// Add this many simulated (kwok-style) nodes that run pods instantly with
     /// fake IPs; for scale tests and benchmarks.
     #[arg(long, env = "SKIFF_SIMULATED_NODES", default_value_t = 0)]
@@ -352,8 +366,35 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
 const SHUTDOWN_BUDGET: Duration = Duration::from_secs(8);
 
 /// Runs the server until a termination signal, then stops cleanly.
-pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
+/// The controllers `--disable` turns off, by their names in the manager.
+pub(crate) fn disabled_controllers(disable: &[String]) -> Vec<&'static str> {
+    let mut off = Vec::new();
+    if disable.iter().any(|d| d == "servicelb") {
+        off.push("servicelb");
+    }
+    if disable.iter().any(|d| d == "local-storage") {
+        off.push("local-path-provisioner");
+    }
+    off
+}
+
+/// Folds k3s's `--disable` names into skiff's own switches.
+pub(crate) fn apply_disable(args: &mut ServerArgs) {
+    for component in &args.disable {
+        match component.as_str() {
+            "coredns" => args.disable_cluster_dns = true,
+            "traefik" => args.ingress.disable_ingress = true,
+            "metrics-server" => tracing::warn!(
+                "--disable metrics-server: the metrics API is part of skiff's API server and keeps running"
+            ),
+            _ => {}
+        }
+    }
+}
+
+pub(crate) async fn run(mut args: ServerArgs) -> anyhow::Result<()> {
     let started = Instant::now();
+    apply_disable(&mut args);
     if args.cluster_reset {
         return cluster_reset(&args);
     }
@@ -555,10 +596,9 @@ pub(crate) async fn run(args: ServerArgs) -> anyhow::Result<()> {
         ));
         // Node IPAM carves pod CIDRs out of --cluster-cidr; the autoscaler
         // runs at --horizontal-pod-autoscaler-sync-period.
-        let mut manager = skiff_controllers::ControllerManager::with_defaults(
-            context,
-            &["node-ipam", "horizontalpodautoscaling"],
-        );
+        let mut off = vec!["node-ipam", "horizontalpodautoscaling"];
+        off.extend(disabled_controllers(&args.disable));
+        let mut manager = skiff_controllers::ControllerManager::with_defaults(context, &off);
         let ipam = skiff_controllers::node_ipam::IpamConfig {
             cluster_cidr: args.cluster_cidr.clone(),
             ..Default::default()

@@ -164,7 +164,14 @@ fn pki(agent: &Agent) -> PathBuf {
 fn agents_join_by_token_and_cannot_take_another_nodes_name() {
     assert_root();
     let id = std::process::id() % 10_000;
-    let server = Server::start_with(&["--disable-agent", "--cluster-cidr", "10.233.40.0/23"]);
+    // k3s's `--disable local-storage`: no local-path provisioner or class.
+    let server = Server::start_with(&[
+        "--disable-agent",
+        "--cluster-cidr",
+        "10.233.40.0/23",
+        "--disable",
+        "local-storage",
+    ]);
     let server_token = std::fs::read_to_string(server.data_dir().join("token"))
         .expect("DATA_DIR/token")
         .trim()
@@ -215,6 +222,13 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
     );
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         wait_node_ready(&server, node);
+        assert_eq!(
+            server
+                .kubectl_ok(&["get", "storageclass", "-o", "name"])
+                .trim(),
+            "",
+            "--disable local-storage"
+        );
         let cert = pki(&agent).join("kubelet-client.crt");
         let subject = subject(&cert);
         assert_contains(&subject, "CN=system:node:join-a");
