@@ -47,8 +47,8 @@ pub(crate) enum ConfigFileError {
 }
 
 /// `args` (the process's, program name first) with the flags of the
-/// configuration file put in after the subcommand, for `server` and
-/// `agent`; the file used, if any.
+/// configuration file and its drop-ins put in after the subcommand, for
+/// `server` and `agent`; the file named, if any was read.
 pub(crate) fn with_file_flags(
     args: Vec<OsString>,
     env: impl Fn(&str) -> Option<String>,
@@ -64,18 +64,59 @@ pub(crate) fn with_file_flags(
         Some(path) => (PathBuf::from(path), true),
         None => (PathBuf::from(DEFAULT_PATH), false),
     };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
-            return Ok((args, None));
-        }
+    let mut files = Vec::new();
+    match std::fs::read_to_string(&path) {
+        Ok(text) => files.push((path.clone(), text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {}
         Err(source) => return Err(ConfigFileError::Read { path, source }),
-    };
-    let flags = file_flags(&path, &text, &given, &env)?;
+    }
+    files.extend(drop_ins(&path)?);
+    if files.is_empty() {
+        return Ok((args, None));
+    }
+    let mut merged: Vec<(String, Vec<String>)> = Vec::new();
+    for (file, text) in &files {
+        for (key, append, values) in file_keys(file, text)? {
+            match merged.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, old)) if append => old.extend(values),
+                Some((_, old)) => *old = values,
+                None => merged.push((key, values)),
+            }
+        }
+    }
+    let flags = merged
+        .into_iter()
+        .filter(|(key, _)| !set_elsewhere(key, &given, &env))
+        .flat_map(|(_, values)| values);
     let mut out = args[..2].to_vec();
-    out.extend(flags.into_iter().map(OsString::from));
+    out.extend(flags.map(OsString::from));
     out.extend(args[2..].iter().cloned());
     Ok((out, Some(path)))
+}
+
+/// The drop-ins beside `path` (`config.yaml.d/*.yaml`, k3s's), by name.
+fn drop_ins(path: &Path) -> Result<Vec<(PathBuf, String)>, ConfigFileError> {
+    let mut dir = path.as_os_str().to_owned();
+    dir.push(".d");
+    let dir = PathBuf::from(dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(ConfigFileError::Read { path: dir, source }),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    paths.sort();
+    paths
+        .into_iter()
+        .map(|path| match std::fs::read_to_string(&path) {
+            Ok(text) => Ok((path, text)),
+            Err(source) => Err(ConfigFileError::Read { path, source }),
+        })
+        .collect()
 }
 
 /// The file `--config`/`-c` names on the command line.
@@ -102,13 +143,9 @@ fn set_elsewhere(key: &str, given: &[&str], env: &impl Fn(&str) -> Option<String
     on_command_line || env(&variable).is_some()
 }
 
-/// The file's keys as `--key=value` arguments.
-fn file_flags(
-    path: &Path,
-    text: &str,
-    given: &[&str],
-    env: &impl Fn(&str) -> Option<String>,
-) -> Result<Vec<String>, ConfigFileError> {
+/// One file's keys: the flag name, whether it appends (`key+:`), and its
+/// values as `--key=value` arguments.
+fn file_keys(path: &Path, text: &str) -> Result<Vec<(String, bool, Vec<String>)>, ConfigFileError> {
     let shape = |what: String| ConfigFileError::Shape {
         path: path.to_path_buf(),
         what,
@@ -126,23 +163,25 @@ fn file_flags(
             "want a mapping of flag names to values, such as `node-label: [a=b]`".into(),
         ));
     };
-    let mut flags = Vec::new();
+    let mut keys = Vec::new();
     for (key, value) in map {
-        let Some(key) = key.as_str().map(str::to_string) else {
+        let Some(written) = key.as_str().map(str::to_string) else {
             return Err(shape(format!("key {key:?} is not a flag name")));
         };
-        if key == "config" || key.starts_with('-') {
+        let (key, append) = match written.strip_suffix('+') {
+            Some(key) => (key.to_string(), true),
+            None => (written.clone(), false),
+        };
+        if key == "config" || key.starts_with('-') || key.is_empty() {
             return Err(shape(format!(
-                "{key:?}: name flags without their dashes, and not `config`"
+                "{written:?}: name flags without their dashes, and not `config`"
             )));
-        }
-        if set_elsewhere(&key, given, env) {
-            continue;
         }
         let items = match value {
             serde_yaml::Value::Sequence(items) => items,
             one => vec![one],
         };
+        let mut flags = Vec::new();
         for item in items {
             match item {
                 serde_yaml::Value::Bool(true) => flags.push(format!("--{key}")),
@@ -156,8 +195,9 @@ fn file_flags(
                 }
             }
         }
+        keys.push((key, append, flags));
     }
-    Ok(flags)
+    Ok(keys)
 }
 
 #[cfg(test)]
@@ -246,6 +286,35 @@ disable-network-policy: false
         .expect("untouched");
         assert_eq!(used, None);
         assert_eq!(out.len(), 5);
+    }
+
+    #[test]
+    fn drop_ins_follow_by_name_replacing_or_appending() {
+        let (dir, path) = write("node-label: [a=1]\nmax-pods: 10\n");
+        let drop_ins = dir.path().join("config.yaml.d");
+        std::fs::create_dir(&drop_ins).expect("dir");
+        std::fs::write(drop_ins.join("20-more.yaml"), "node-label+: [c=3]\n").expect("20");
+        std::fs::write(
+            drop_ins.join("10-site.yaml"),
+            "node-label+: [b=2]\nmax-pods: 20\n",
+        )
+        .expect("10");
+        std::fs::write(drop_ins.join("notes.txt"), "not: read\n").expect("txt");
+        let (out, _) =
+            with_file_flags(args(&["skiff", "agent", "-c", &path]), |_| None).expect("read");
+        assert_eq!(
+            strings(&out)[2..6],
+            [
+                "--node-label=a=1",
+                "--node-label=b=2",
+                "--node-label=c=3",
+                "--max-pods=20"
+            ]
+        );
+        std::fs::write(drop_ins.join("30-reset.yaml"), "node-label: [z=9]\n").expect("30");
+        let (out, _) =
+            with_file_flags(args(&["skiff", "agent", "-c", &path]), |_| None).expect("read");
+        assert_eq!(strings(&out)[2..4], ["--node-label=z=9", "--max-pods=20"]);
     }
 
     #[test]
