@@ -6,7 +6,8 @@
 //! DefaultStorageClass admission. Provisioning and binding are the
 //! provisioner's (`local_path_provisioner` for skiff's own class);
 //! until a pod is scheduled with it, a claim of a `WaitForFirstConsumer`
-//! class is told why it is Pending, in the event upstream records. A volume
+//! class is told why it is Pending, in the event upstream records, and once
+//! placed (or of an immediate class) that it waits for its provisioner. A volume
 //! whose claim is gone is marked Released (`persistent_volume_release`).
 //!
 //! It acts as the `persistent-volume-binder` service account, which may
@@ -34,6 +35,8 @@ use crate::manager::{Context, Reconciler, Stop, keyed_by, run_until_stopped};
 const LEGACY_CLASS_ANNOTATION: &str = "volume.beta.kubernetes.io/storage-class";
 /// Set by the scheduler on a delayed claim once its first pod has a node.
 const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
+/// The provisioner of classes whose volumes an administrator makes by hand.
+const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 /// Upstream's name for this controller's events.
 const CONTROLLER: &str = "persistentvolume-controller";
 
@@ -147,6 +150,28 @@ impl Syncer {
             && !claim.annotations().contains_key(SELECTED_NODE_ANNOTATION)
             && claim.metadata.deletion_timestamp.is_none()
     }
+
+    /// The provisioner an unbound claim now waits for: its class's, once
+    /// the claim may be provisioned (placed, or not delayed), unless the
+    /// class provisions nothing.
+    fn waits_for_provisioner(&self, claim: &PersistentVolumeClaim) -> Option<String> {
+        let spec = claim.spec.as_ref()?;
+        if !spec.volume_name.as_deref().unwrap_or_default().is_empty()
+            || claim.metadata.deletion_timestamp.is_some()
+        {
+            return None;
+        }
+        let class = self.classes.get(
+            "",
+            spec.storage_class_name
+                .as_deref()
+                .filter(|n| !n.is_empty())?,
+        )?;
+        let delayed = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
+        let placed = claim.annotations().contains_key(SELECTED_NODE_ANNOTATION);
+        (class.provisioner != NO_PROVISIONER && (placed || !delayed))
+            .then(|| class.provisioner.clone())
+    }
 }
 
 impl Reconciler for Syncer {
@@ -166,6 +191,17 @@ impl Reconciler for Syncer {
                     "WaitForFirstConsumer",
                     "",
                     "waiting for first consumer to be created before binding",
+                );
+            } else if let Some(provisioner) = self.waits_for_provisioner(&claim) {
+                self.events.normal(
+                    &object_reference(claim.as_ref()),
+                    "ExternalProvisioning",
+                    "",
+                    format!(
+                        "Waiting for a volume to be created either by the external provisioner '{provisioner}' \
+                         or manually by the system administrator. If volume creation is delayed, please verify \
+                         that the provisioner is running and correctly registered."
+                    ),
                 );
             }
             return Ok(Action::Done);

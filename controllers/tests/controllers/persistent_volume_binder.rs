@@ -66,7 +66,8 @@ async fn claims_made_before_a_default_class_get_it_once_one_is_marked() {
 }
 
 /// A claim of a `WaitForFirstConsumer` class says why it is Pending, as
-/// upstream's controller does; one whose first pod is placed says nothing.
+/// upstream's controller does; one whose first pod is placed says it waits
+/// for the class's provisioner instead.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delayed_claim_is_told_it_waits_for_its_first_consumer() {
     let cluster = TestCluster::start(Some(&["persistentvolume-binder"])).await;
@@ -98,11 +99,17 @@ async fn a_delayed_claim_is_told_it_waits_for_its_first_consumer() {
                 "resources": {"requests": {"storage": "1Gi"}}}}),
     )
     .await;
-    // Its sync follows the delayed claim's: give it the time that one took.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    let event = event_about(&cluster.client, "placed", "ExternalProvisioning").await;
+    assert_event(
+        &event,
+        "Normal",
+        "Waiting for a volume to be created either by the external provisioner 'example.com/p' \
+         or manually by the system administrator. If volume creation is delayed, please verify \
+         that the provisioner is running and correctly registered.",
+    );
     let reasons = event_reasons(&cluster.client, "default", "placed").await;
     assert!(
-        reasons.is_empty(),
+        !reasons.iter().any(|r| r == "WaitForFirstConsumer"),
         "{reasons:?} about {:?}",
         placed.metadata.name
     );
