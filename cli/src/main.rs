@@ -149,6 +149,32 @@ mod tests {
             .agent_config(std::path::Path::new("/nonexistent"))
     }
 
+    /// The config file counts a flag as set when its `SKIFF_*` variable is;
+    /// that holds only while every flag's variable is named after it.
+    #[test]
+    fn every_server_and_agent_flag_has_the_variable_named_after_it() {
+        use clap::CommandFactory;
+        let cli = Cli::command();
+        for name in ["server", "agent"] {
+            let command = cli.find_subcommand(name).expect("subcommand");
+            for arg in command.get_arguments() {
+                let (Some(long), Some(env)) = (arg.get_long(), arg.get_env()) else {
+                    continue;
+                };
+                let expected = format!("SKIFF_{}", long.to_uppercase().replace('-', "_"));
+                assert_eq!(
+                    env.to_string_lossy(),
+                    if long == "config" {
+                        "SKIFF_CONFIG_FILE".to_string()
+                    } else {
+                        expected
+                    },
+                    "skiff {name} --{long}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn k3s_disable_names_turn_off_skiffs_components() {
         let Command::Server(mut server) = Cli::try_parse_from([
