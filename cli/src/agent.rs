@@ -369,6 +369,16 @@ pub(crate) struct AgentArgs {
     #[arg(long, env = "SKIFF_TOKEN", requires = "server")]
     pub token: Option<String>,
 
+    /// The join token read from this file (k3s's `--token-file`): kept out
+    /// of the command line, where `ps` shows it to every user.
+    #[arg(
+        long,
+        env = "SKIFF_TOKEN_FILE",
+        requires = "server",
+        conflicts_with = "token"
+    )]
+    pub token_file: Option<PathBuf>,
+
     /// The cluster CA certificate (PEM; the server's `DATA_DIR/tls/ca.crt`):
     /// the server's certificate must chain to it, and so must the client
     /// certificates the node server accepts. Required with a token that is
@@ -399,8 +409,21 @@ pub(crate) struct AgentArgs {
     pub node: NodeFlags,
 }
 
+/// The join token of `--token-file`, trimmed; a file that cannot be read
+/// or holds nothing stops the start.
+pub(crate) fn read_token_file(path: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the join token from {}", path.display()))?;
+    let token = text.trim();
+    anyhow::ensure!(!token.is_empty(), "{} holds no join token", path.display());
+    Ok(token.to_string())
+}
+
 /// Runs the agent until SIGTERM or Ctrl-C.
-pub(crate) async fn run(args: AgentArgs) -> anyhow::Result<()> {
+pub(crate) async fn run(mut args: AgentArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.token_file {
+        args.token = Some(read_token_file(path)?);
+    }
     create_data_dir(&args.data_dir)?;
     if args.simulated_nodes > 0 {
         return run_simulated(&args).await;

@@ -176,6 +176,49 @@ mod tests {
     }
 
     #[test]
+    fn the_join_token_may_come_from_a_file_but_not_from_both() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "K10abc::server:secret\n").expect("token");
+        let path = file.to_string_lossy().into_owned();
+        let Command::Agent(agent) = Cli::try_parse_from([
+            "skiff",
+            "agent",
+            "--server",
+            "https://10.0.0.1:6443",
+            "--token-file",
+            &path,
+        ])
+        .expect("a token file")
+        .command
+        else {
+            panic!("not the agent command");
+        };
+        let read = crate::agent::read_token_file(agent.token_file.as_deref().expect("named"))
+            .expect("read");
+        assert_eq!(read, "K10abc::server:secret");
+        let both = Cli::try_parse_from([
+            "skiff",
+            "agent",
+            "--server",
+            "https://10.0.0.1:6443",
+            "--token",
+            "x",
+            "--token-file",
+            &path,
+        ]);
+        assert!(both.is_err(), "--token and --token-file together");
+        std::fs::write(&file, "  \n").expect("empty");
+        let empty = crate::agent::read_token_file(&file).expect_err("empty");
+        assert!(empty.to_string().contains("holds no join token"), "{empty}");
+        let missing = crate::agent::read_token_file(&dir.path().join("none")).expect_err("missing");
+        assert!(
+            missing.to_string().contains("reading the join token"),
+            "{missing}"
+        );
+    }
+
+    #[test]
     fn k3s_disable_names_turn_off_skiffs_components() {
         let Command::Server(mut server) = Cli::try_parse_from([
             "skiff",

@@ -57,7 +57,14 @@ fn start_agent(
     bridge: &str,
     pod_cidr: &str,
 ) -> Agent {
-    let child = spawn_agent(server, dir.path(), token, node, bridge, pod_cidr);
+    let child = spawn_agent(
+        server,
+        dir.path(),
+        Join::Token(token),
+        node,
+        bridge,
+        pod_cidr,
+    );
     Agent {
         child,
         dir,
@@ -65,10 +72,18 @@ fn start_agent(
     }
 }
 
+/// How an agent is given its join token.
+enum Join<'a> {
+    /// `--token` on the command line.
+    Token(&'a str),
+    /// `--token-file`.
+    TokenFile(&'a Path),
+}
+
 fn spawn_agent(
     server: &Server,
     dir: &Path,
-    token: &str,
+    join: Join<'_>,
     node: &str,
     bridge: &str,
     pod_cidr: &str,
@@ -85,6 +100,14 @@ fn spawn_agent(
     )
     .expect("config.yaml");
     let config = config.to_string_lossy().into_owned();
+    let (token, token_file) = match join {
+        Join::Token(token) => (token, None),
+        Join::TokenFile(path) => ("", Some(path.to_string_lossy().into_owned())),
+    };
+    let token_file: Vec<&str> = token_file
+        .as_deref()
+        .map(|path| vec!["--token-file", path])
+        .unwrap_or_default();
     spawn_joined_agent(
         server,
         dir,
@@ -111,7 +134,10 @@ fn spawn_agent(
             "--disable-kube-proxy",
             "--config",
             &config,
-        ],
+        ]
+        .into_iter()
+        .chain(token_file)
+        .collect::<Vec<_>>(),
     )
 }
 
@@ -265,12 +291,15 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         assert_contains(&log, "another node password");
         assert_contains(&log, "join-a");
 
-        // A restart reuses the certificate: no new request.
+        // A restart reuses the certificate: no new request. (It is given
+        // the token in a file, kept out of `ps`.)
         agent.stop();
+        let token_file = agent.dir.path().join("join-token");
+        std::fs::write(&token_file, format!("{token}\n")).expect("token file");
         agent.child = spawn_agent(
             &server,
             agent.dir.path(),
-            &token,
+            Join::TokenFile(&token_file),
             node,
             &bridge,
             "10.233.40.0/24",

@@ -660,15 +660,21 @@ pub fn skiff_err(args: &[&str], data_dir: &Path) -> String {
 }
 
 /// Starts `skiff agent` joining `server` with `token`, its data directory
-/// `dir` (log in `dir/agent.log`), plus `extra` flags.
+/// `dir` (log in `dir/agent.log`), plus `extra` flags. An empty `token`
+/// passes no `--token`, for a caller that gives `--token-file` in `extra`.
 pub fn spawn_joined_agent(server: &Server, dir: &Path, token: &str, extra: &[&str]) -> Child {
+    let token_flag: &[&str] = if token.is_empty() {
+        &[]
+    } else {
+        &["--token", token]
+    };
     spawn_logged(
         Command::new(skiff_binary())
             .arg("agent")
             .arg("--data-dir")
             .arg(dir)
             .args(["--server", &format!("https://127.0.0.1:{}", server.port)])
-            .args(["--token", token])
+            .args(token_flag)
             .args(extra),
         &dir.join("agent.log"),
     )
