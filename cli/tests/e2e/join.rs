@@ -334,6 +334,10 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
                 .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
         });
         assert_eq!(healthz, "ok");
+        // The host's /var/log, as a kubelet's `/logs/` lists it.
+        let listed =
+            server.kubectl_ok(&["get", "--raw", &format!("/api/v1/nodes/{node}/proxy/logs/")]);
+        assert!(listed.starts_with("<pre>\n"), "{listed}");
         // The configuration it runs with, as a kubelet's `/configz` shows it.
         let configz = json(&server.kubectl_ok(&[
             "get",

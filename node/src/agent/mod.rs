@@ -120,6 +120,8 @@ pub struct AgentConfig {
     /// their source reaches the containers (`--sync-frequency`, 1 minute
     /// as upstream's).
     pub sync_frequency: Duration,
+    /// The host's log directory the node server's `/logs/` serves.
+    pub node_log_dir: PathBuf,
 }
 
 impl AgentConfig {
@@ -154,6 +156,7 @@ impl AgentConfig {
             log_rotation: Default::default(),
             max_pods: node::host::DEFAULT_MAX_PODS,
             sync_frequency: Duration::from_secs(60),
+            node_log_dir: PathBuf::from("/var/log"),
         }
     }
 
@@ -447,6 +450,7 @@ async fn run_with_runtime(
         );
         let state = server::NodeState {
             configz: Arc::new(configz),
+            node_log_dir: config.node_log_dir.clone(),
             runtime: runtime.clone(),
             pods: pods.cache().clone(),
             log_root: config.log_root(),

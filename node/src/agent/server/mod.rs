@@ -9,6 +9,7 @@
 //!   `GET /metrics/cadvisor`: resource usage ([`resource_usage`])
 //! - `GET /healthz` and `GET /pods` ([`kubelet_info`]), `GET /configz`
 //!   ([`configz`])
+//! - `GET /logs/…`: the host's `/var/log` ([`node_logs`], `nodes/log`)
 //!
 //! The server speaks HTTPS only ([`tls`]): it presents the node's serving
 //! certificate (`system:node:<name>`, signed by the cluster CA) and
@@ -27,6 +28,7 @@ pub(crate) mod bridge;
 pub(crate) mod configz;
 pub(crate) mod container_logs;
 pub(crate) mod kubelet_info;
+pub(crate) mod node_logs;
 pub(crate) mod resource_usage;
 pub(crate) mod spdy;
 pub(crate) mod status;
@@ -75,6 +77,8 @@ pub(crate) struct NodeState {
     pub authenticator: Arc<dyn authn::TokenAuthenticator>,
     /// What `/configz` shows: the node's configuration, written at start.
     pub configz: Arc<serde_json::Value>,
+    /// The host's log directory `/logs/` serves (`/var/log`).
+    pub node_log_dir: PathBuf,
 }
 
 /// Failures starting the node server.
@@ -138,6 +142,9 @@ pub(crate) fn router(state: NodeState) -> Router {
         .route("/healthz", get(kubelet_info::healthz))
         .route("/pods", get(kubelet_info::pods))
         .route("/configz", get(configz::configz))
+        .route("/logs", get(node_logs::serve_root))
+        .route("/logs/", get(node_logs::serve_root))
+        .route("/logs/{*path}", get(node_logs::serve_path))
         .layer(middleware::from_fn_with_state(state.clone(), authorize))
         .with_state(state)
 }

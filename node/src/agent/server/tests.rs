@@ -148,6 +148,7 @@ async fn start_full(
             "127.0.0.1",
             10250,
         )),
+        node_log_dir: dir.path().join("var-log"),
     };
     let listener = super::bind("127.0.0.1".parse().unwrap(), 0).await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -486,6 +487,43 @@ async fn health_pods_and_configz_need_nodes_proxy() {
     assert_eq!(config["kubeletconfig"]["maxPods"], 110, "{config}");
     assert_eq!(config["kubeletconfig"]["syncFrequency"], "1m0s", "{config}");
     node.assert_api_server_asked("proxy");
+    let _ = node.stop.send(true);
+}
+
+/// `/logs/` is `get nodes/log`: refused to others; the allowed caller gets
+/// the host log directory's listing and its files, and nothing outside it.
+#[tokio::test]
+async fn host_logs_need_nodes_log_and_stay_inside_the_log_directory() {
+    let node = start().await;
+    let logs = node.dir.join("var-log");
+    std::fs::create_dir_all(logs.join("apt")).unwrap();
+    std::fs::write(logs.join("syslog"), "boot ok\n").unwrap();
+    std::fs::write(node.dir.join("secret"), "not a log").unwrap();
+    std::os::unix::fs::symlink(node.dir.join("secret"), logs.join("escape")).unwrap();
+    let other = node.ca.client_cert("someone", &["system:authenticated"]);
+    let answer = node.call(Some(other), "GET", "/logs/syslog").await;
+    assert_forbidden(
+        &answer,
+        "user=someone, verb=get, resource=nodes, subresource(s)=[log]",
+    );
+    let answer = node.get_as_api_server("/logs/").await;
+    assert_eq!(status_code(&answer), 200, "{answer}");
+    assert!(answer.contains("<a href=\"syslog\">syslog</a>"), "{answer}");
+    assert!(answer.contains("<a href=\"apt/\">apt/</a>"), "{answer}");
+    let answer = node.get_as_api_server("/logs/syslog").await;
+    assert_eq!(status_code(&answer), 200, "{answer}");
+    assert!(answer.contains("\r\nboot ok\n"), "{answer:?}");
+    let answer = node.get_as_api_server("/logs/apt").await;
+    assert_eq!(status_code(&answer), 301, "{answer}");
+    std::fs::write(logs.join("a b.log"), "spaced\n").unwrap();
+    let answer = node.get_as_api_server("/logs/a%20b.log").await;
+    assert!(answer.contains("\r\nspaced\n"), "{answer:?}");
+    for outside in ["/logs/escape", "/logs/../secret", "/logs/%2e%2e/secret"] {
+        let answer = node.get_as_api_server(outside).await;
+        assert_eq!(status_code(&answer), 404, "{outside}: {answer}");
+        assert!(!answer.contains("not a log"), "{outside}: {answer}");
+    }
+    node.assert_api_server_asked("log");
     let _ = node.stop.send(true);
 }
 
