@@ -52,6 +52,7 @@ pub(crate) enum ConfigFileError {
 pub(crate) fn with_file_flags(
     args: Vec<OsString>,
     env: impl Fn(&str) -> Option<String>,
+    is_switch: impl Fn(&str, &str) -> bool,
 ) -> Result<(Vec<OsString>, Option<PathBuf>), ConfigFileError> {
     let Some(command) = args.get(1).and_then(|a| a.to_str()) else {
         return Ok((args, None));
@@ -76,7 +77,7 @@ pub(crate) fn with_file_flags(
     }
     let mut merged: Vec<(String, Vec<String>)> = Vec::new();
     for (file, text) in &files {
-        for (key, append, values) in file_keys(file, text)? {
+        for (key, append, values) in file_keys(file, text, |key| is_switch(command, key))? {
             match merged.iter_mut().find(|(k, _)| *k == key) {
                 Some((_, old)) if append => old.extend(values),
                 Some((_, old)) => *old = values,
@@ -144,8 +145,14 @@ fn set_elsewhere(key: &str, given: &[&str], env: &impl Fn(&str) -> Option<String
 }
 
 /// One file's keys: the flag name, whether it appends (`key+:`), and its
-/// values as `--key=value` arguments.
-fn file_keys(path: &Path, text: &str) -> Result<Vec<(String, bool, Vec<String>)>, ConfigFileError> {
+/// values as `--key=value` arguments. A switch (a flag that takes no
+/// value) is given for `true` and left out for `false`; any other flag
+/// gets a boolean as its value (`--cgroups-per-qos=false`).
+fn file_keys(
+    path: &Path,
+    text: &str,
+    is_switch: impl Fn(&str) -> bool,
+) -> Result<Vec<(String, bool, Vec<String>)>, ConfigFileError> {
     let shape = |what: String| ConfigFileError::Shape {
         path: path.to_path_buf(),
         what,
@@ -181,11 +188,14 @@ fn file_keys(path: &Path, text: &str) -> Result<Vec<(String, bool, Vec<String>)>
             serde_yaml::Value::Sequence(items) => items,
             one => vec![one],
         };
+        let switch = is_switch(&key);
         let mut flags = Vec::new();
         for item in items {
             match item {
-                serde_yaml::Value::Bool(true) => flags.push(format!("--{key}")),
-                serde_yaml::Value::Bool(false) | serde_yaml::Value::Null => {}
+                serde_yaml::Value::Bool(true) if switch => flags.push(format!("--{key}")),
+                serde_yaml::Value::Bool(false) if switch => {}
+                serde_yaml::Value::Bool(b) => flags.push(format!("--{key}={b}")),
+                serde_yaml::Value::Null => {}
                 serde_yaml::Value::String(s) => flags.push(format!("--{key}={s}")),
                 serde_yaml::Value::Number(n) => flags.push(format!("--{key}={n}")),
                 other => {
@@ -214,6 +224,11 @@ mod tests {
             .collect()
     }
 
+    /// The test's switches (flags without a value).
+    fn switches(_command: &str, key: &str) -> bool {
+        key.starts_with("disable-")
+    }
+
     const FILE: &str = "\
 node-label:
   - zone=edge
@@ -222,6 +237,7 @@ node-external-ip: 192.0.2.10
 max-pods: 50
 disable-kube-proxy: true
 disable-network-policy: false
+cgroups-per-qos: false
 ";
 
     fn write(text: &str) -> (tempfile::TempDir, String) {
@@ -238,6 +254,7 @@ disable-network-policy: false
         let (out, used) = with_file_flags(
             args(&["skiff", "agent", "--config", &path, "--max-pods", "20"]),
             |_| None,
+            switches,
         )
         .expect("read");
         assert_eq!(used.as_deref(), Some(Path::new(&path)));
@@ -250,6 +267,7 @@ disable-network-policy: false
                 "--node-label=tier=1",
                 "--node-external-ip=192.0.2.10",
                 "--disable-kube-proxy",
+                "--cgroups-per-qos=false",
                 "--config",
                 &path,
                 "--max-pods",
@@ -262,6 +280,7 @@ disable-network-policy: false
         let (out, _) = with_file_flags(
             args(&["skiff", "server", "-c", &path, "--node-label=only=cli"]),
             |name| (name == "SKIFF_MAX_PODS").then(|| "30".to_string()),
+            switches,
         )
         .expect("read");
         let out = strings(&out);
@@ -273,15 +292,18 @@ disable-network-policy: false
     #[test]
     fn the_file_is_named_by_flag_or_variable_and_other_commands_ignore_it() {
         let (_dir, path) = write("max-pods: 7\n");
-        let (out, used) = with_file_flags(args(&["skiff", "server"]), |name| {
-            (name == ENV).then(|| path.clone())
-        })
+        let (out, used) = with_file_flags(
+            args(&["skiff", "server"]),
+            |name| (name == ENV).then(|| path.clone()),
+            switches,
+        )
         .expect("read");
         assert!(used.is_some());
         assert_eq!(strings(&out)[2], "--max-pods=7");
         let (out, used) = with_file_flags(
             args(&["skiff", "images", "--config", &path, "list"]),
             |_| None,
+            switches,
         )
         .expect("untouched");
         assert_eq!(used, None);
@@ -300,8 +322,8 @@ disable-network-policy: false
         )
         .expect("10");
         std::fs::write(drop_ins.join("notes.txt"), "not: read\n").expect("txt");
-        let (out, _) =
-            with_file_flags(args(&["skiff", "agent", "-c", &path]), |_| None).expect("read");
+        let (out, _) = with_file_flags(args(&["skiff", "agent", "-c", &path]), |_| None, switches)
+            .expect("read");
         assert_eq!(
             strings(&out)[2..6],
             [
@@ -312,8 +334,8 @@ disable-network-policy: false
             ]
         );
         std::fs::write(drop_ins.join("30-reset.yaml"), "node-label: [z=9]\n").expect("30");
-        let (out, _) =
-            with_file_flags(args(&["skiff", "agent", "-c", &path]), |_| None).expect("read");
+        let (out, _) = with_file_flags(args(&["skiff", "agent", "-c", &path]), |_| None, switches)
+            .expect("read");
         assert_eq!(strings(&out)[2..4], ["--node-label=z=9", "--max-pods=20"]);
     }
 
@@ -322,6 +344,7 @@ disable-network-policy: false
         let missing = with_file_flags(
             args(&["skiff", "server", "--config=/nonexistent/skiff.yaml"]),
             |_| None,
+            switches,
         );
         assert!(
             matches!(missing, Err(ConfigFileError::Read { .. })),
@@ -335,7 +358,7 @@ disable-network-policy: false
             ("max-pods: [1\n", "is not YAML"),
         ] {
             let (_dir, path) = write(text);
-            let error = with_file_flags(args(&["skiff", "agent", "-c", &path]), |_| None)
+            let error = with_file_flags(args(&["skiff", "agent", "-c", &path]), |_| None, switches)
                 .expect_err(text)
                 .to_string();
             assert!(error.contains(says), "{text}: {error}");

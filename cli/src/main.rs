@@ -61,10 +61,11 @@ enum Command {
 }
 
 fn main() -> anyhow::Result<()> {
-    let (args, config_file) =
-        config_file::with_file_flags(std::env::args_os().collect(), |name| {
-            std::env::var(name).ok()
-        })?;
+    let (args, config_file) = config_file::with_file_flags(
+        std::env::args_os().collect(),
+        |name| std::env::var(name).ok(),
+        is_switch,
+    )?;
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(error) => {
@@ -101,6 +102,19 @@ fn main() -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Whether `skiff <command> --<flag>` is a switch: it takes no value.
+fn is_switch(command: &str, flag: &str) -> bool {
+    use clap::CommandFactory;
+    Cli::command()
+        .find_subcommand(command)
+        .and_then(|c| {
+            c.get_arguments()
+                .find(|a| a.get_long() == Some(flag))
+                .cloned()
+        })
+        .is_some_and(|arg| !arg.get_action().takes_values())
 }
 
 /// Runs a command's future to its end on a runtime from `runtime`: the
@@ -216,6 +230,48 @@ mod tests {
             missing.to_string().contains("reading the join token"),
             "{missing}"
         );
+    }
+
+    #[test]
+    fn a_config_file_sets_the_node_as_its_flags_would() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("config.yaml");
+        std::fs::write(
+            &file,
+            "cgroups-per-qos: false\nmax-pods: 9\ndisable-agent: true\nnode-label: [a=b]\n",
+        )
+        .expect("config");
+        let given: Vec<std::ffi::OsString> = ["skiff", "server", "--config"]
+            .iter()
+            .map(std::ffi::OsString::from)
+            .chain([file.clone().into_os_string()])
+            .collect();
+        let (args, used) =
+            crate::config_file::with_file_flags(given, |_| None, super::is_switch).expect("read");
+        assert_eq!(used, Some(file));
+        let Command::Server(server) = Cli::try_parse_from(args).expect("flags").command else {
+            panic!("not the server command");
+        };
+        assert!(server.disable_agent);
+        let config = server
+            .node
+            .agent_config(std::path::Path::new("/nonexistent"))
+            .expect("node config");
+        assert_eq!(config.cgroup_root, None, "cgroups-per-qos: false");
+        assert_eq!(config.max_pods, 9);
+        assert_eq!(config.node_labels.get("a").map(String::as_str), Some("b"));
+    }
+
+    #[test]
+    fn switches_are_told_from_flags_with_values() {
+        assert!(super::is_switch("server", "disable-agent"));
+        assert!(super::is_switch("agent", "disable-kube-proxy"));
+        assert!(
+            !super::is_switch("agent", "cgroups-per-qos"),
+            "takes true or false"
+        );
+        assert!(!super::is_switch("server", "node-label"));
+        assert!(!super::is_switch("server", "no-such-flag"));
     }
 
     #[test]
