@@ -27,6 +27,15 @@ pub(crate) fn done_or_gone<T, E>(
     }
 }
 
+/// Whether `claim` still needs a volume: live and naming none.
+pub(crate) fn unbound_claim(claim: &k8s_openapi::api::core::v1::PersistentVolumeClaim) -> bool {
+    claim.metadata.deletion_timestamp.is_none()
+        && claim
+            .spec
+            .as_ref()
+            .is_none_or(|s| s.volume_name.as_deref().unwrap_or_default().is_empty())
+}
+
 /// Writes `finalizers` to `object` through `api`, guarded by the
 /// resourceVersion the caller judged (a conflict means it changed since):
 /// how the protection controllers add and take off their finalizers.

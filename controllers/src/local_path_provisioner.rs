@@ -25,6 +25,7 @@ use skiff_common::local_path::{
 };
 use skiff_informer::{Action, Cache, HandlerFns, ObjectKey};
 
+use crate::controller_utils::unbound_claim as unbound;
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::{Context, Reconciler, Stop, keyed_by, run_until_stopped};
 
@@ -136,15 +137,6 @@ async fn ensure_default_class(client: &kube::Client) -> Result<(), kube::Error> 
 /// The node the scheduler placed `claim` on.
 fn selected_node(claim: &PersistentVolumeClaim) -> Option<&String> {
     claim.annotations().get(SELECTED_NODE_ANNOTATION)
-}
-
-/// Whether `claim` still needs a volume: live and naming none.
-fn unbound(claim: &PersistentVolumeClaim) -> bool {
-    claim.metadata.deletion_timestamp.is_none()
-        && claim
-            .spec
-            .as_ref()
-            .is_none_or(|s| s.volume_name.as_deref().unwrap_or_default().is_empty())
 }
 
 /// The directory `node` keeps its volumes in, if it published a usable one.

@@ -27,7 +27,7 @@ use skiff_common::default_class::{
 };
 use skiff_informer::{Action, Cache, HandlerFns, ObjectKey};
 
-use crate::controller_utils::done_or_gone;
+use crate::controller_utils::{done_or_gone, unbound_claim};
 use crate::events::{EventRecorder, object_reference};
 use crate::manager::{Context, Reconciler, Stop, keyed_by, run_until_stopped};
 
@@ -134,43 +134,30 @@ impl Syncer {
     /// Whether `claim` is unbound with a class that binds only once a pod
     /// using it is scheduled, and no pod has been yet.
     fn waits_for_consumer(&self, claim: &PersistentVolumeClaim) -> bool {
-        let Some(spec) = claim.spec.as_ref() else {
-            return false;
-        };
-        let delayed = spec
-            .storage_class_name
-            .as_deref()
-            .filter(|name| !name.is_empty())
-            .and_then(|name| self.classes.get("", name))
-            .is_some_and(|class| {
-                class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
-            });
-        delayed
-            && spec.volume_name.as_deref().unwrap_or_default().is_empty()
-            && !claim.annotations().contains_key(SELECTED_NODE_ANNOTATION)
-            && claim.metadata.deletion_timestamp.is_none()
+        self.pending_class(claim).is_some_and(|class| {
+            class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer")
+                && !claim.annotations().contains_key(SELECTED_NODE_ANNOTATION)
+        })
     }
 
     /// The provisioner an unbound claim now waits for: its class's, once
     /// the claim may be provisioned (placed, or not delayed), unless the
     /// class provisions nothing.
     fn waits_for_provisioner(&self, claim: &PersistentVolumeClaim) -> Option<String> {
-        let spec = claim.spec.as_ref()?;
-        if !spec.volume_name.as_deref().unwrap_or_default().is_empty()
-            || claim.metadata.deletion_timestamp.is_some()
-        {
-            return None;
-        }
-        let class = self.classes.get(
-            "",
-            spec.storage_class_name
-                .as_deref()
-                .filter(|n| !n.is_empty())?,
-        )?;
+        let class = self.pending_class(claim)?;
         let delayed = class.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer");
         let placed = claim.annotations().contains_key(SELECTED_NODE_ANNOTATION);
         (class.provisioner != NO_PROVISIONER && (placed || !delayed))
             .then(|| class.provisioner.clone())
+    }
+
+    /// The class of a live claim that names no volume yet.
+    fn pending_class(&self, claim: &PersistentVolumeClaim) -> Option<Arc<StorageClass>> {
+        if !unbound_claim(claim) {
+            return None;
+        }
+        let name = claim.spec.as_ref()?.storage_class_name.as_deref()?;
+        self.classes.get("", name).filter(|_| !name.is_empty())
     }
 }
 
