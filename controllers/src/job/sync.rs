@@ -199,6 +199,11 @@ impl Reconciler for Syncer {
         let mut failed_indexes =
             indexes::parse(status.failed_indexes.as_deref(), completions.unwrap_or(0));
         let index_failures = policies::index_failures(&job, &pods);
+        // Once the Job met its success criteria, pods failing as they are
+        // stopped no longer decide anything. (With `backoffLimitPerIndex`
+        // the API defaults `backoffLimit` to i32::MAX: only the per-index
+        // rules fail such a Job.)
+        let success_met = is_true(&status, "SuccessCriteriaMet");
         let mut new_succeeded = 0;
         let mut new_failed = 0;
         let mut failed_by_policy: Option<String> = None;
@@ -217,6 +222,13 @@ impl Reconciler for Syncer {
             let outcome = match phase(pod) {
                 "Succeeded" => Some(true),
                 "Failed" => Some(false),
+                // A pod stopped because the Job met its success criteria
+                // (one a retried sync finds still tracked) is released
+                // without counting.
+                _ if pod.metadata.deletion_timestamp.is_some() && success_met => {
+                    to_unfinalize.push(pod.clone());
+                    None
+                }
                 _ if pod.metadata.deletion_timestamp.is_some()
                     && spec.pod_failure_policy.is_none() =>
                 {
@@ -329,11 +341,6 @@ impl Reconciler for Syncer {
                     c.message.clone().unwrap_or_default(),
                 )
             });
-        // Once the Job met its success criteria, pods failing as they are
-        // stopped no longer decide anything. (With `backoffLimitPerIndex`
-        // the API defaults `backoffLimit` to i32::MAX: only the per-index
-        // rules fail such a Job.)
-        let success_met = is_true(&status, "SuccessCriteriaMet");
         if failure.is_none() && !success_met {
             let all_done = (0..completions.unwrap_or(0))
                 .all(|i| completed.contains(&i) || failed_indexes.contains(&i));
@@ -385,6 +392,52 @@ impl Reconciler for Syncer {
                     Some(c) => succeeded_total >= c,
                     None => succeeded_total > 0 && active.is_empty(),
                 });
+        if indexed {
+            status.completed_indexes = Some(indexes::format(&completed));
+        }
+        if per_index.is_some() {
+            status.failed_indexes = Some(indexes::format(&failed_indexes));
+        }
+        // The interim condition saying why the Job is finishing. It is
+        // written before any pod is stopped for it: a sync retried after a
+        // later write failed then finds the decision, instead of counting
+        // the pods it stopped as failures and deciding anew.
+        let decision = if let Some((reason, message)) = &failure {
+            Some(("FailureTarget", reason.clone(), message.clone()))
+        } else if success {
+            // As first decided, else the success policy's rule, else the
+            // completions.
+            let (reason, message) =
+                match condition(&status, "SuccessCriteriaMet").filter(|c| c.status == "True") {
+                    Some(c) => (
+                        c.reason.clone().unwrap_or_default(),
+                        c.message.clone().unwrap_or_default(),
+                    ),
+                    None => match policy_rule {
+                        Some(i) => (
+                            "SuccessPolicy".to_string(),
+                            format!("Matched rules at index {i}"),
+                        ),
+                        None => (
+                            "CompletionsReached".to_string(),
+                            "Reached expected number of succeeded pods".to_string(),
+                        ),
+                    },
+                };
+            Some(("SuccessCriteriaMet", reason, message))
+        } else {
+            None
+        };
+        if let Some((type_, reason, message)) = &decision
+            && !is_true(&status, type_)
+        {
+            set_condition(&mut status, type_, "True", reason, message);
+            if !active.is_empty() {
+                let mut decided = status.clone();
+                decided.uncounted_terminated_pods = Some(uncounted.clone());
+                job = self.write_status(&job, &key_str, &decided).await?;
+            }
+        }
 
         // 3. Pods.
         let mut requeue = deadline_left.map(|s| Duration::from_secs(s.max(1) as u64));
@@ -439,19 +492,17 @@ impl Reconciler for Syncer {
         let still_active = active.len() - deleted.len();
         // Pods stopped by this sync are terminating too: the Job is Complete
         // or Failed only once they are gone, as upstream's.
-        let terminating = stopping.iter().filter(|p| !has_finalizer(p)).count() + deleted.len();
+        let terminating = stopping
+            .iter()
+            .filter(|p| !has_finalizer(p) || success_met)
+            .count()
+            + deleted.len();
 
         // 4. Status: first record uncounted pods, then release them, then count.
         let ready = active.iter().filter(|p| is_ready(p)).count() as i32;
         status.active = Some(still_active as i32);
         status.ready = Some(if deleted.is_empty() { ready } else { 0 });
         status.terminating = Some(terminating as i32);
-        if indexed {
-            status.completed_indexes = Some(indexes::format(&completed));
-        }
-        if per_index.is_some() {
-            status.failed_indexes = Some(indexes::format(&failed_indexes));
-        }
         if !to_unfinalize.is_empty() {
             status.uncounted_terminated_pods = Some(uncounted.clone());
             job = self.write_status(&job, &key_str, &status).await?;
@@ -462,43 +513,26 @@ impl Reconciler for Syncer {
         status.failed = Some(status.failed.unwrap_or(0) + count(&uncounted.failed));
         status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
         let nothing_running = still_active == 0 && terminating == 0;
-        if let Some((reason, message)) = &failure {
-            set_condition(&mut status, "FailureTarget", "True", reason, message);
-            if nothing_running && !is_true(&status, "Failed") {
-                set_condition(&mut status, "Failed", "True", reason, message);
-                self.events
-                    .warning(&object_reference(&job), reason, "Fail", message.clone());
-            }
-        } else if success {
-            // Why it succeeded: as first decided, else the success policy's
-            // rule, else its completions.
-            let (reason, msg) =
-                match condition(&status, "SuccessCriteriaMet").filter(|c| c.status == "True") {
-                    Some(c) => (
-                        c.reason.clone().unwrap_or_default(),
-                        c.message.clone().unwrap_or_default(),
-                    ),
-                    None => match policy_rule {
-                        Some(i) => (
-                            "SuccessPolicy".into(),
-                            format!("Matched rules at index {i}"),
-                        ),
-                        None => (
-                            "CompletionsReached".to_string(),
-                            "Reached expected number of succeeded pods".to_string(),
-                        ),
-                    },
-                };
-            set_condition(&mut status, "SuccessCriteriaMet", "True", &reason, &msg);
-            if nothing_running && !is_true(&status, "Complete") {
-                set_condition(&mut status, "Complete", "True", &reason, &msg);
-                status.completion_time = Some(now());
-                self.events.normal(
-                    &object_reference(&job),
-                    "Completed",
-                    "Complete",
-                    "Job completed",
-                );
+        // The final condition, once nothing of the Job runs any more.
+        if let Some((interim, reason, message)) = &decision
+            && nothing_running
+        {
+            let failed = *interim == "FailureTarget";
+            let last = if failed { "Failed" } else { "Complete" };
+            if !is_true(&status, last) {
+                set_condition(&mut status, last, "True", reason, message);
+                if failed {
+                    self.events
+                        .warning(&object_reference(&job), reason, "Fail", message.clone());
+                } else {
+                    status.completion_time = Some(now());
+                    self.events.normal(
+                        &object_reference(&job),
+                        "Completed",
+                        "Complete",
+                        "Job completed",
+                    );
+                }
             }
         }
         if Some(&status) != job.status.as_ref() {

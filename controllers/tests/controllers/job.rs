@@ -7,7 +7,7 @@ use kube::api::Api;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use super::support::{TestCluster, create_object, eventually, merge_patch};
+use super::support::{TestCluster, create_object, eventually, merge_patch, merge_patch_status};
 use super::workload_helpers::{
     WAIT, condition, create_workload, get_workload, pods_owned_by, set_pod_status, template,
     wait_for_condition, wait_for_events,
@@ -118,8 +118,9 @@ async fn failed_pods_are_retried_until_the_backoff_limit() {
     set_pod_status(&client, "default", &first[0].name_any(), "Failed", false).await;
     // The replacement comes after upstream's 10 s failure backoff.
     let second = eventually(std::time::Duration::from_secs(30), "retry pod", || async {
-        let r = wait_running(&client, &uid, 1).await;
-        (r[0].name_any() != first[0].name_any()).then_some(r)
+        let pods = pods_owned_by(&client, "default", &uid).await;
+        let r: Vec<Pod> = running(&pods).into_iter().cloned().collect();
+        (r.len() == 1 && r[0].name_any() != first[0].name_any()).then_some(r)
     })
     .await;
     assert_eq!(get(&client, "flaky").await.status.unwrap().failed, Some(1));
@@ -364,14 +365,14 @@ async fn a_success_policy_completes_an_indexed_job_once_its_indexes_succeeded() 
             .find(|p| index(p) == "2" && p.metadata.deletion_timestamp.is_some())
     })
     .await;
-    // Met, but not Complete while a pod of it is still stopping.
-    let met: Job = wait_for_condition(
-        &client,
-        "early",
-        "SuccessCriteriaMet",
-        ("True", "SuccessPolicy"),
-    )
-    .await;
+    // The decision is recorded before any pod is stopped for it, so a sync
+    // retried after a failed write finds it. Met, but not Complete while a
+    // pod of it is still stopping.
+    let met = get(&client, "early").await;
+    assert_eq!(
+        condition(&met, "SuccessCriteriaMet"),
+        Some(("True".into(), "SuccessPolicy".into()))
+    );
     assert_eq!(condition(&met, "Complete"), None);
     fail_pod(&client, &stopped.name_any(), 137, json!([])).await;
     let job: Job =
@@ -386,6 +387,70 @@ async fn a_success_policy_completes_an_indexed_job_once_its_indexes_succeeded() 
     );
     assert!(running(&pods_owned_by(&client, "default", &uid).await).is_empty());
     assert_eq!(job.status.unwrap().failed_indexes.as_deref(), Some(""));
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_stopped_after_the_success_criteria_were_met_are_not_failures_after_a_restart() {
+    let mut on_node = template(json!({"app": "met"}), "busybox");
+    on_node["spec"]["restartPolicy"] = json!("Never");
+    on_node["spec"]["nodeName"] = json!("n1");
+    let (mut cluster, client, uid) = start_with_job(
+        "met",
+        json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed",
+               "backoffLimitPerIndex": 0, "template": on_node,
+               "successPolicy": {"rules": [{"succeededIndexes": "0,1"}]}}),
+    )
+    .await;
+    let pods = wait_running(&client, &uid, 3).await;
+    let index = |p: &Pod| p.annotations()["batch.kubernetes.io/job-completion-index"].clone();
+    let third = pods.iter().find(|p| index(p) == "2").unwrap().name_any();
+    // What a sync leaves when it fails after recording its decision and
+    // stopping index 2, before releasing any pod: the controller manager
+    // stops there and starts again.
+    cluster
+        .restart_controllers(async {
+            let done: Vec<String> = pods
+                .iter()
+                .filter(|p| index(p) != "2")
+                .map(|p| p.uid().unwrap())
+                .collect();
+            for pod in pods.iter().filter(|p| index(p) != "2") {
+                set_pod_status(&client, "default", &pod.name_any(), "Succeeded", false).await;
+            }
+            let jobs: Api<Job> = Api::namespaced(client.clone(), "default");
+            let now = k8s_openapi::jiff::Timestamp::now().to_string();
+            merge_patch_status(
+                &jobs,
+                "met",
+                json!({"status": {
+                "completedIndexes": "0,1",
+                "uncountedTerminatedPods": {"succeeded": done},
+                "conditions": [{"type": "SuccessCriteriaMet", "status": "True",
+                    "reason": "SuccessPolicy", "message": "Matched rules at index 0",
+                    "lastProbeTime": now, "lastTransitionTime": now}]}}),
+            )
+            .await;
+            let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+            api.delete(&third, &Default::default())
+                .await
+                .expect("delete");
+        })
+        .await;
+    // The stopped pod is released without counting as a failure of its
+    // index, and the Job completes once it has ended.
+    eventually(WAIT, "index 2's pod released", || async {
+        let api: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let pod = api.get(&third).await.ok()?;
+        pod.finalizers().is_empty().then_some(())
+    })
+    .await;
+    fail_pod(&client, &third, 137, json!([])).await;
+    let job: Job = wait_for_condition(&client, "met", "Complete", ("True", "SuccessPolicy")).await;
+    let status = job.status.unwrap();
+    assert_eq!(status.failed_indexes.as_deref(), Some(""));
+    assert_eq!(status.failed.unwrap_or(0), 0);
+    assert_eq!(status.succeeded, Some(2));
     cluster.shutdown().await;
 }
 

@@ -30,6 +30,8 @@ pub struct TestCluster {
     cluster: skiff_testkit::TestCluster,
     stop: watch::Sender<bool>,
     manager: Option<tokio::task::JoinHandle<()>>,
+    /// The built-in controllers this cluster does not run.
+    disabled: Vec<&'static str>,
 }
 
 impl TestCluster {
@@ -56,9 +58,7 @@ impl TestCluster {
                 .collect(),
             None => Vec::new(),
         };
-        let manager = ControllerManager::with_defaults(context, &disabled);
-        let (stop, stop_rx) = watch::channel(false);
-        let manager = tokio::spawn(manager.run(stop_rx));
+        let (stop, manager) = Self::run_manager(context, &disabled);
         factory.wait_for_sync().await;
         Self {
             client,
@@ -66,7 +66,35 @@ impl TestCluster {
             cluster,
             stop,
             manager: Some(manager),
+            disabled,
         }
+    }
+
+    fn run_manager(
+        context: Context,
+        disabled: &[&'static str],
+    ) -> (watch::Sender<bool>, tokio::task::JoinHandle<()>) {
+        let manager = ControllerManager::with_defaults(context, disabled);
+        let (stop, stop_rx) = watch::channel(false);
+        (stop, tokio::spawn(manager.run(stop_rx)))
+    }
+
+    /// Stops the controllers, runs `meanwhile` while none runs, then starts
+    /// them again on informers of their own, as a restarted controller
+    /// manager: what a controller finds after a crash between two writes.
+    pub async fn restart_controllers<F: std::future::Future<Output = ()>>(&mut self, meanwhile: F) {
+        let _ = self.stop.send(true);
+        self.factory.shutdown();
+        if let Some(manager) = self.manager.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), manager).await;
+        }
+        meanwhile.await;
+        self.factory = SharedInformerFactory::new(self.client.clone());
+        let context =
+            Context::new(self.client.clone(), self.factory.clone()).with_root_ca(TEST_CA_PEM);
+        let (stop, manager) = Self::run_manager(context, &self.disabled);
+        (self.stop, self.manager) = (stop, Some(manager));
+        self.factory.wait_for_sync().await;
     }
 
     /// Starts the API server and only the named controllers, and hands back
