@@ -190,6 +190,48 @@ mod tests {
     }
 
     #[test]
+    fn kubeconfig_mode_and_node_port_range_are_read_as_k3s_and_upstream_write_them() {
+        let parse = |extra: &[&str]| {
+            let argv = ["skiff", "server"].iter().chain(extra).copied();
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::Server(s)) => Ok(s),
+                Ok(_) => panic!("not the server command"),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        let defaults = parse(&[]).expect("defaults");
+        assert_eq!(defaults.write_kubeconfig_mode, None);
+        assert_eq!(defaults.service_node_port_range, 30000..=32767);
+        let set = parse(&[
+            "-o",
+            "/etc/skiff/admin.yaml",
+            "--write-kubeconfig-mode",
+            "644",
+            "--service-node-port-range",
+            "31000+10",
+        ])
+        .expect("flags");
+        assert_eq!(
+            set.write_kubeconfig.as_deref(),
+            Some(std::path::Path::new("/etc/skiff/admin.yaml"))
+        );
+        assert_eq!(set.write_kubeconfig_mode, Some(0o644));
+        assert_eq!(set.service_node_port_range, 31000..=31010);
+        let range =
+            |r: &str| parse(&["--service-node-port-range", r]).map(|s| s.service_node_port_range);
+        assert_eq!(range("8000-8080").expect("range"), 8000..=8080);
+        assert_eq!(range("31000").expect("one port"), 31000..=31000);
+        for bad in ["32767-30000", "0-10", "30000-70000", "65535+1", "ports"] {
+            let err = range(bad).expect_err(bad);
+            assert!(err.contains("--service-node-port-range"), "{bad}: {err}");
+        }
+        for bad in ["888", "1777", "rw-r--r--"] {
+            let err = parse(&["--write-kubeconfig-mode", bad]).expect_err(bad);
+            assert!(err.contains("not a file mode"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn the_join_token_may_come_from_a_file_but_not_from_both() {
         let dir = tempfile::tempdir().expect("dir");
         let file = dir.path().join("token");

@@ -2,7 +2,7 @@
 //! in-process components, and stops them in order on SIGTERM or Ctrl-C.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,6 +45,23 @@ pub(crate) struct ServerArgs {
     /// certificate; repeatable.
     #[arg(long = "tls-san", env = "SKIFF_TLS_SAN", value_delimiter = ',')]
     pub tls_san: Vec<String>,
+
+    /// Also write the admin kubeconfig to this file, as k3s's
+    /// `--write-kubeconfig`; DATA_DIR/kubeconfig.yaml is written either
+    /// way (the other subcommands read it).
+    #[arg(long = "write-kubeconfig", short = 'o', env = "SKIFF_WRITE_KUBECONFIG")]
+    pub write_kubeconfig: Option<PathBuf>,
+
+    /// File mode, in octal, of the admin kubeconfig written for users
+    /// (--write-kubeconfig's file, else DATA_DIR/kubeconfig.yaml), as k3s's
+    /// `--write-kubeconfig-mode`; without it, 0600. Whoever can read that
+    /// file is a cluster admin.
+    #[arg(
+        long = "write-kubeconfig-mode",
+        env = "SKIFF_WRITE_KUBECONFIG_MODE",
+        value_parser = file_mode
+    )]
+    pub write_kubeconfig_mode: Option<u32>,
 
     /// Run only the control plane, without the containerd-backed node agent.
     #[arg(long, env = "SKIFF_DISABLE_AGENT")]
@@ -195,6 +212,17 @@ pub(crate) struct ServerArgs {
     /// `kubernetes` Service's.
     #[arg(long, env = "SKIFF_SERVICE_CIDR", default_value = "10.43.0.0/16")]
     pub service_cidr: String,
+
+    /// Ports NodePort Services get theirs from, inclusive at both ends
+    /// (`30000-32767`, or upstream's `30000+2767`); keep it clear of the
+    /// nodes' ephemeral ports.
+    #[arg(
+        long,
+        env = "SKIFF_SERVICE_NODE_PORT_RANGE",
+        default_value = "30000-32767",
+        value_parser = port_range
+    )]
+    pub service_node_port_range: std::ops::RangeInclusive<u16>,
 
     /// Range the nodes' pod CIDRs (a /24 each) are carved from.
     #[arg(long, env = "SKIFF_CLUSTER_CIDR", default_value = "10.42.0.0/16")]
@@ -360,6 +388,38 @@ fn positive_duration(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?} is not a positive duration such as 60s or 1m30s"))
 }
 
+/// Reads `--write-kubeconfig-mode`: an octal file mode, as chmod takes it
+/// (`644`, `0644`).
+fn file_mode(text: &str) -> Result<u32, String> {
+    u32::from_str_radix(text, 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| {
+            format!("{text:?} is not a file mode; want octal digits such as 0600 or 644")
+        })
+}
+
+/// Reads `--service-node-port-range` as upstream's flag does: `FIRST-LAST`,
+/// `FIRST+COUNT` (the ports after FIRST) or one port, inclusive.
+fn port_range(text: &str) -> Result<std::ops::RangeInclusive<u16>, String> {
+    let bad = || format!("{text:?} is not a port range; want FIRST-LAST such as 30000-32767");
+    let port = |t: &str| t.trim().parse::<u16>().ok().filter(|p| *p > 0);
+    let (first, last) = if let Some((a, b)) = text.split_once('-') {
+        (port(a).ok_or_else(bad)?, port(b).ok_or_else(bad)?)
+    } else if let Some((a, n)) = text.split_once('+') {
+        let first = port(a).ok_or_else(bad)?;
+        let count: u16 = n.trim().parse().map_err(|_| bad())?;
+        (first, first.checked_add(count).ok_or_else(bad)?)
+    } else {
+        let only = port(text).ok_or_else(bad)?;
+        (only, only)
+    };
+    if first > last {
+        return Err(format!("{text:?} ends before it starts"));
+    }
+    Ok(first..=last)
+}
+
 /// How long stopping may take in all after SIGTERM: components, draining
 /// connections and the store's final flush each get a share, and what is
 /// still running then is abandoned (see `run`).
@@ -502,6 +562,7 @@ pub(crate) async fn run(mut args: ServerArgs) -> anyhow::Result<()> {
         webhook_ca_pem: Some(certs.ca_cert_pem.clone()),
         cacerts_pem: Some(certs.ca_cert_pem.clone()),
         service_cidr: args.service_cidr.clone(),
+        node_port_range: args.service_node_port_range.clone(),
         shared_store: !args.datastore_endpoint.is_empty(),
         advertise_address: Some(advertise_address(&args)),
         service_account_key: Some(args.data_dir.join("tls").join("service-account.key")),
@@ -553,7 +614,7 @@ pub(crate) async fn run(mut args: ServerArgs) -> anyhow::Result<()> {
     let local = listener
         .local_addr()
         .context("reading the listen address")?;
-    let kubeconfig = write_kubeconfig(&args.data_dir, &certs, local)?;
+    let kubeconfig = write_kubeconfig(&args, &certs, local)?;
     tracing::info!(
         address = %local,
         kubeconfig = %kubeconfig.display(),
@@ -1098,9 +1159,12 @@ async fn stopped(mut flag: watch::Receiver<bool>) {
     let _ = flag.wait_for(|stop| *stop).await;
 }
 
-/// Writes the admin kubeconfig (mode 0600) pointing at the listen address.
+/// Writes the admin kubeconfig pointing at the listen address: to
+/// DATA_DIR/kubeconfig.yaml (mode 0600, or --write-kubeconfig-mode when it
+/// is the user's copy) and to --write-kubeconfig's file; returns the
+/// user's copy.
 fn write_kubeconfig(
-    dir: &Path,
+    args: &ServerArgs,
     certs: &ClusterCerts,
     local: SocketAddr,
 ) -> anyhow::Result<PathBuf> {
@@ -1110,7 +1174,18 @@ fn write_kubeconfig(
         local.ip()
     };
     let url = format!("https://{}", SocketAddr::new(host, local.port()));
-    let path = dir.join("kubeconfig.yaml");
-    skiff_common::files::write_private(&path, certs.admin_kubeconfig(&url).as_bytes())?;
-    Ok(path)
+    let kubeconfig = certs.admin_kubeconfig(&url);
+    let in_data_dir = args.data_dir.join("kubeconfig.yaml");
+    let mode = args.write_kubeconfig_mode.unwrap_or(0o600);
+    match &args.write_kubeconfig {
+        Some(path) => {
+            skiff_common::files::write_private(&in_data_dir, kubeconfig.as_bytes())?;
+            skiff_common::files::write_with_mode(path, kubeconfig.as_bytes(), mode)?;
+            Ok(path.clone())
+        }
+        None => {
+            skiff_common::files::write_with_mode(&in_data_dir, kubeconfig.as_bytes(), mode)?;
+            Ok(in_data_dir)
+        }
+    }
 }

@@ -46,9 +46,21 @@ pub fn write_public(path: &Path, contents: &[u8]) -> Result<(), FileError> {
     write(path, contents, 0o644)
 }
 
-/// Replaces `path` with `contents`, mode `mode`, whole or not at all;
-/// missing directories above it are created owner-only (0700).
+/// Writes `contents` to `path` with the file mode the user chose (a
+/// kubeconfig written for others to read, say); missing directories above
+/// it are created as `mkdir -p` does (0755), so that the mode is not
+/// undone by a private directory.
+pub fn write_with_mode(path: &Path, contents: &[u8], mode: u32) -> Result<(), FileError> {
+    write_in(path, contents, mode, 0o755)
+}
+
 fn write(path: &Path, contents: &[u8], mode: u32) -> Result<(), FileError> {
+    write_in(path, contents, mode, 0o700)
+}
+
+/// Replaces `path` with `contents`, mode `mode`, whole or not at all;
+/// missing directories above it are created with `dir_mode`.
+fn write_in(path: &Path, contents: &[u8], mode: u32, dir_mode: u32) -> Result<(), FileError> {
     let name = path
         .file_name()
         .ok_or_else(|| FileError::at("name", path)(io::ErrorKind::InvalidInput.into()))?;
@@ -58,7 +70,7 @@ fn write(path: &Path, contents: &[u8], mode: u32) -> Result<(), FileError> {
     };
     fs::DirBuilder::new()
         .recursive(true)
-        .mode(0o700)
+        .mode(dir_mode)
         .create(dir)
         .map_err(FileError::at("create the directory of", path))?;
     let mut tmp_name = std::ffi::OsString::from(".");
@@ -146,6 +158,20 @@ mod tests {
         assert_eq!(fs::read_to_string(&token).unwrap(), "new");
         assert_eq!(mode(&token), 0o600);
         assert!(!stale.exists());
+    }
+
+    #[test]
+    fn a_file_written_with_a_chosen_mode_gets_it_in_reachable_directories() {
+        let root = tempfile::tempdir().unwrap();
+        let config = root.path().join("etc/skiff/admin.yaml");
+        write_with_mode(&config, b"shared", 0o644).unwrap();
+        assert_eq!(mode(&config), 0o644);
+        // `mkdir -p` modes, so the file's readers can reach it.
+        assert_eq!(mode(&root.path().join("etc/skiff")) & 0o005, 0o005);
+        // Rewritten narrower, it is narrower at once.
+        write_with_mode(&config, b"owner only", 0o600).unwrap();
+        assert_eq!(mode(&config), 0o600);
+        assert_eq!(fs::read_to_string(&config).unwrap(), "owner only");
     }
 
     #[test]

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use skiff_store::{Revision, Store, StoreError};
 
-use super::{Used, ips_of, node_ports_of};
+use super::{AllocationError, Used, ips_of, node_ports_of};
 use crate::handlers::storage::internal;
 use crate::object::meta_str;
 use crate::registry::ResourceInfo;
@@ -209,7 +209,12 @@ pub(crate) async fn claim_for<'i>(
         inner
             .services
             .allocate_with(&mut candidate, &used)
-            .map_err(|causes| crate::handlers::create::invalid(info, object, causes))?;
+            .map_err(|e| match e {
+                AllocationError::Invalid(causes) => {
+                    crate::handlers::create::invalid(info, object, causes)
+                }
+                AllocationError::Full(what) => ApiError::Internal(format!("{what}: range is full")),
+            })?;
         match claim(inner, key, &candidate, &already).await {
             Ok(guard) => {
                 *object = candidate;

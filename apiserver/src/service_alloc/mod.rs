@@ -28,6 +28,16 @@ pub(crate) use claims::claim_for;
 #[error("invalid service network configuration: {0}")]
 pub struct AllocConfigError(String);
 
+/// Why a Service got no address or node port.
+#[derive(Debug)]
+pub(crate) enum AllocationError {
+    /// What the Service asks for cannot be had (422, field by field).
+    Invalid(Vec<FieldError>),
+    /// Nothing is left to hand out: upstream answers 500 with `range is
+    /// full` after this prefix.
+    Full(&'static str),
+}
+
 /// Allocates cluster IPs and node ports.
 pub(crate) struct ServiceAllocator {
     network: u32,
@@ -109,7 +119,7 @@ impl ServiceAllocator {
         &self,
         service: &mut Value,
         existing: impl Iterator<Item = &'a Value>,
-    ) -> Result<(), Vec<FieldError>> {
+    ) -> Result<(), AllocationError> {
         // A Service of the same name is not competition: the create fails
         // with AlreadyExists (409), as it should, not with its own address
         // "already allocated" (the kubernetes Service is re-created so at
@@ -129,7 +139,7 @@ impl ServiceAllocator {
         &self,
         service: &mut Value,
         taken: &Used,
-    ) -> Result<(), Vec<FieldError>> {
+    ) -> Result<(), AllocationError> {
         let Some(spec) = service.get_mut("spec").filter(|s| s.is_object()) else {
             return Ok(());
         };
@@ -187,14 +197,9 @@ impl ServiceAllocator {
                         set_field(spec, "internalTrafficPolicy", json!("Cluster"));
                     }
                 }
-                None if errors.is_empty() => errors.push(FieldError::invalid(
-                    "spec.clusterIPs",
-                    Value::Null,
-                    format!(
-                        "failed to allocate a service IP: range is full ({})",
-                        self.cidr
-                    ),
-                )),
+                None if errors.is_empty() => {
+                    return Err(AllocationError::Full("failed to allocate a serviceIP"));
+                }
                 None => {}
             }
         }
@@ -239,11 +244,9 @@ impl ServiceAllocator {
                                 used.insert(p);
                                 set_field(port, "nodePort", json!(p));
                             }
-                            None => errors.push(FieldError::invalid(
-                                format!("spec.ports[{i}].nodePort"),
-                                Value::Null,
-                                "failed to allocate a node port: range is full",
-                            )),
+                            None => {
+                                return Err(AllocationError::Full("failed to allocate a nodePort"));
+                            }
                         },
                     }
                 }
@@ -252,7 +255,7 @@ impl ServiceAllocator {
         if errors.is_empty() {
             Ok(())
         } else {
-            Err(errors)
+            Err(AllocationError::Invalid(errors))
         }
     }
 
@@ -326,7 +329,10 @@ mod tests {
                 assert!(svc["spec"]["ports"][0]["nodePort"].is_u64());
             } else {
                 // Two node ports only.
-                assert!(a.allocate(&mut svc, existing.iter()).is_err());
+                assert!(matches!(
+                    a.allocate(&mut svc, existing.iter()),
+                    Err(AllocationError::Full("failed to allocate a nodePort"))
+                ));
                 continue;
             }
             let ip: Ipv4Addr = svc["spec"]["clusterIP"].as_str().unwrap().parse().unwrap();
@@ -336,7 +342,9 @@ mod tests {
         let ips: HashSet<&str> = existing.iter().flat_map(ips_of).collect();
         assert_eq!(ips.len(), 2);
         let mut taken = json!({"spec": {"clusterIP": existing[0]["spec"]["clusterIP"].clone(), "ports": [{"port": 1}]}});
-        let errors = a.allocate(&mut taken, existing.iter()).unwrap_err();
+        let Err(AllocationError::Invalid(errors)) = a.allocate(&mut taken, existing.iter()) else {
+            panic!("a taken address is invalid");
+        };
         assert!(errors[0].render().contains("already allocated"));
         let mut outside = json!({"spec": {"clusterIP": "192.168.0.1"}});
         assert!(a.allocate(&mut outside, existing.iter()).is_err());

@@ -1,6 +1,7 @@
 //! Service cluster IP and node port allocation through the API: distinct
-//! under concurrent creates, 422 (never a duplicate) when the range is full
-//! or a requested address or port is taken or out of range, released on
+//! under concurrent creates, upstream's 500 (never a duplicate) when the
+//! range is full, 422 when a requested address or port is taken or out of
+//! range, released on
 //! delete, and remembered across a restart; unique across two API servers
 //! sharing one store (each allocation is a record in the store, created
 //! only if absent), and repaired at start (leaked records released, missing
@@ -55,22 +56,6 @@ async fn create_concurrently(
     futures::future::join_all(creates).await
 }
 
-/// The causes' messages of a 422.
-fn causes(body: &Value) -> Vec<String> {
-    body["details"]["causes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            format!(
-                "{}: {}",
-                c["field"].as_str().unwrap_or(""),
-                c["message"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_concurrent_creates_get_distinct_cluster_ips() {
     let server = TestServer::with_config(config("10.43.0.0/16")).await;
@@ -105,7 +90,7 @@ async fn a_thousand_concurrent_creates_get_distinct_cluster_ips() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_range_answers_422_never_a_duplicate() {
+async fn a_full_range_answers_as_upstream_never_a_duplicate() {
     // A /28: 16 addresses, minus network, broadcast and the first (kept for
     // the `kubernetes` Service) = 13 for Services.
     let server = TestServer::with_config(config("10.99.0.0/28")).await;
@@ -119,9 +104,10 @@ async fn a_full_range_answers_422_never_a_duplicate() {
             let last = ip.octets()[3];
             assert!((2..=14).contains(&last), "{ip} outside the usable range");
         } else {
-            assert_status(*code, body, 422, "Invalid");
-            assert!(
-                causes(body).iter().any(|c| c.contains("range is full")),
+            assert_status(*code, body, 500, "InternalError");
+            assert_eq!(
+                body["message"],
+                "Internal error occurred: failed to allocate a serviceIP: range is full",
                 "{body}"
             );
             refused += 1;
@@ -241,7 +227,7 @@ async fn allocations_survive_a_restart() {
     second
         .post(SERVICES, late.clone())
         .await
-        .expect_failure(422, "Invalid");
+        .expect_failure(500, "InternalError");
     // One released after the restart is handed out again.
     let s3 = format!("{SERVICES}/s3");
     let (_, gone) = second.get(&s3).await;

@@ -4,7 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
-use super::support::{Server, assert_contains, output_with_stdin};
+use super::support::{Kubectl, Server, assert_contains, output_with_stdin};
 
 fn curl(server: &Server, path: &str, extra: &[&str]) -> (u16, String) {
     let ca = server.data_dir().join("tls/ca.crt");
@@ -75,6 +75,63 @@ fn kubeconfig_is_private_and_certificates_are_reused_across_restarts() {
     let ca_after = std::fs::read(server.data_dir().join("tls/ca.crt")).expect("ca");
     assert_eq!(ca_before, ca_after, "the CA is reused");
     server.kubectl_ok(&["get", "namespaces"]);
+}
+
+#[test]
+fn a_kubeconfig_for_users_and_a_node_port_range_are_taken_from_k3s_flags() {
+    let outside = tempfile::tempdir().expect("dir");
+    let copy = outside.path().join("etc/skiff/admin.yaml");
+    let copy_arg = copy.to_string_lossy().into_owned();
+    let server = Server::start_with(&[
+        "--disable-agent",
+        "-o",
+        &copy_arg,
+        "--write-kubeconfig-mode",
+        "644",
+        "--service-node-port-range",
+        "31000-31001",
+    ]);
+    let mode =
+        |p: &std::path::Path| std::fs::metadata(p).expect("mode").permissions().mode() & 0o777;
+    // The user's copy has the mode asked for, in directories others can
+    // enter; the data dir's own stays the owner's alone.
+    assert_eq!(mode(&copy), 0o644);
+    assert_eq!(mode(copy.parent().expect("dir")), 0o755);
+    assert_eq!(mode(&server.kubeconfig()), 0o600);
+    let user = Kubectl::new(&copy);
+    user.ok(&["get", "namespaces"]);
+
+    // NodePorts come from the range; one outside it is refused as upstream
+    // words it, and a full range says so.
+    for name in ["a", "b"] {
+        user.ok(&["create", "service", "nodeport", name, "--tcp=80:80"]);
+        let port = user.ok(&[
+            "get",
+            "service",
+            name,
+            "-o",
+            "jsonpath={.spec.ports[0].nodePort}",
+        ]);
+        let port: u16 = port.trim().parse().expect("a node port");
+        assert!((31000..=31001).contains(&port), "{name}: {port}");
+    }
+    let err = user.err(&[
+        "create",
+        "service",
+        "nodeport",
+        "c",
+        "--tcp=80:80",
+        "--node-port=30080",
+    ]);
+    assert_contains(
+        &err,
+        "provided port is not in the valid range. The range of valid ports is 31000-31001",
+    );
+    let err = user.err(&["create", "service", "nodeport", "d", "--tcp=80:80"]);
+    assert_contains(
+        &err,
+        "Internal error occurred: failed to allocate a nodePort: range is full",
+    );
 }
 
 #[test]
