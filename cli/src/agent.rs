@@ -90,6 +90,12 @@ pub(crate) struct NodeFlags {
     #[arg(long, env = "SKIFF_NODE_EXTERNAL_IP")]
     pub node_external_ip: Option<IpAddr>,
 
+    /// Where this node keeps local-path volumes (k3s's
+    /// `--default-local-storage-path`; a separate disk, say), published on
+    /// its Node for the provisioner; default DATA_DIR/storage.
+    #[arg(long, env = "SKIFF_DEFAULT_LOCAL_STORAGE_PATH")]
+    pub default_local_storage_path: Option<PathBuf>,
+
     /// Port of the node server the API server proxies logs, exec, attach
     /// and port-forward to (0: any free port; the Node publishes it).
     #[arg(long, env = "SKIFF_KUBELET_PORT", default_value_t = 10250)]
@@ -251,6 +257,7 @@ impl NodeFlags {
         };
         config.node_ip = Some(self.node_ip());
         config.node_external_ip = self.node_external_ip;
+        config.local_storage_dir = self.default_local_storage_path.clone();
         config.server_port = self.kubelet_port;
         config.server_address = self.kubelet_address;
         config.overlay.backend = self.flannel_backend;

@@ -527,8 +527,9 @@ fn local_path_on_a_joined_node(cluster: &Cluster, node: &str, data_dir: &std::pa
     let uid = claim["metadata"]["uid"].as_str().expect("uid").to_string();
     let volume = format!("pvc-{uid}");
     let pv = json(&cluster.kubectl_ok(&["get", "pv", &volume, "-o", "json"]));
+    // Agents keep volumes where `--default-local-storage-path` says.
     let dir = data_dir
-        .join("storage")
+        .join("volumes")
         .join(format!("pvc-{uid}_default_data-b"));
     assert_eq!(
         pv["spec"]["hostPath"]["path"],

@@ -122,6 +122,9 @@ pub struct AgentConfig {
     pub sync_frequency: Duration,
     /// The host's log directory the node server's `/logs/` serves.
     pub node_log_dir: PathBuf,
+    /// Where this node keeps local-path volumes (k3s's
+    /// `--default-local-storage-path`); `DATA_DIR/storage` when unset.
+    pub local_storage_dir: Option<PathBuf>,
 }
 
 impl AgentConfig {
@@ -157,6 +160,7 @@ impl AgentConfig {
             max_pods: node::host::DEFAULT_MAX_PODS,
             sync_frequency: Duration::from_secs(60),
             node_log_dir: PathBuf::from("/var/log"),
+            local_storage_dir: None,
         }
     }
 
@@ -282,7 +286,10 @@ async fn run_with_runtime(
     .map_err(register_err)?;
     // Where this node's local-path volumes go, for the provisioner in the
     // controller manager to name in the volumes it makes for claims here.
-    let storage_dir = volumes::storage_dir(&agent_dir);
+    let storage_dir = match &config.local_storage_dir {
+        Some(dir) => std::path::absolute(dir).unwrap_or_else(|_| dir.clone()),
+        None => volumes::storage_dir(&agent_dir),
+    };
     registration::publish_storage_dir(&client, &node_name, &storage_dir)
         .await
         .map_err(register_err)?;
@@ -413,6 +420,7 @@ async fn run_with_runtime(
         pods: pods.cache().clone(),
         services: services.cache().clone(),
         volume_resync: config.sync_frequency,
+        storage_dir: storage_dir.clone(),
     });
     let stats = Arc::new(
         stats::StatsProvider::new(runtime.clone(), node_name.clone())

@@ -322,6 +322,10 @@ impl Cluster {
                 .arg("--resolv-conf")
                 .arg(&resolv)
                 .args(["--flannel-backend", &self.backend])
+                // k3s's flag for where volumes go; the server's own node
+                // keeps the default (DATA_DIR/storage).
+                .arg("--default-local-storage-path")
+                .arg(data_dir.join("volumes"))
                 .arg("--cgroup-root")
                 .arg(format!("{}/{node}", self.cgroup_root())),
             &self.log_path(&format!("{node}{log_suffix}")),

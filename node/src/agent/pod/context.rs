@@ -58,4 +58,6 @@ pub(crate) struct AgentContext {
     /// How often API-sourced volume content is read again
     /// ([`super::super::AgentConfig::sync_frequency`]).
     pub volume_resync: std::time::Duration,
+    /// Where this node's local-path volumes live (published on its Node).
+    pub storage_dir: PathBuf,
 }

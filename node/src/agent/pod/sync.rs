@@ -330,14 +330,13 @@ pub(crate) async fn sync(
     // Volumes first: a sandbox is only worth starting when they are there.
     let refresh_due = state.volumes_refresh.is_some_and(|t| t <= Instant::now());
     if state.volumes.is_none() || refresh_due {
-        let storage_dir = volumes::storage_dir(&ctx.agent_dir);
         let vctx = VolumeContext {
             client: &ctx.client,
             agent_dir: &ctx.agent_dir,
             host_ip: &ctx.host_ip,
             allocatable: &ctx.allocatable,
             node_name: &ctx.node_name,
-            storage_dir: &storage_dir,
+            storage_dir: &ctx.storage_dir,
             content_resync: ctx.volume_resync,
         };
         match volumes::prepare(&vctx, pod, state.volumes.as_ref()).await {
