@@ -10,6 +10,7 @@ mod certificate;
 mod check_config;
 mod code_pages;
 mod columns;
+mod component_args;
 mod config_file;
 mod data_dir;
 mod images;
@@ -66,6 +67,16 @@ fn main() -> anyhow::Result<()> {
         |name| std::env::var(name).ok(),
         is_switch,
     )?;
+    let args = match component_args::translate(args, flag_kind) {
+        Ok(args) => args,
+        Err(error) => {
+            eprintln!("error: {error}");
+            if let Some(path) = &config_file {
+                eprintln!("(flags were also read from {})", path.display());
+            }
+            std::process::exit(2);
+        }
+    };
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,
         Err(error) => {
@@ -115,6 +126,21 @@ fn is_switch(command: &str, flag: &str) -> bool {
                 .cloned()
         })
         .is_some_and(|arg| !arg.get_action().takes_values())
+}
+
+/// Whether `skiff <command>` has the long flag `--<flag>`, and whether it
+/// may be repeated.
+fn flag_kind(command: &str, flag: &str) -> Option<component_args::FlagKind> {
+    use clap::CommandFactory;
+    let cli = Cli::command();
+    let arg = cli
+        .find_subcommand(command)?
+        .get_arguments()
+        .find(|a| a.get_long() == Some(flag))?;
+    Some(match arg.get_action() {
+        clap::ArgAction::Append => component_args::FlagKind::Repeated,
+        _ => component_args::FlagKind::Single,
+    })
 }
 
 /// Runs a command's future to its end on a runtime from `runtime`: the
@@ -302,6 +328,53 @@ mod tests {
         assert_eq!(config.cgroup_root, None, "cgroups-per-qos: false");
         assert_eq!(config.max_pods, 9);
         assert_eq!(config.node_labels.get("a").map(String::as_str), Some("b"));
+    }
+
+    #[test]
+    fn every_upstream_setting_names_a_flag_of_the_commands_that_run_its_component() {
+        for (component, upstream, target) in crate::component_args::SETTINGS {
+            assert!(
+                super::flag_kind("server", target).is_some(),
+                "{component} --{upstream}: skiff server has no --{target}"
+            );
+            if *component == "kubelet" {
+                assert!(
+                    super::flag_kind("agent", target).is_some(),
+                    "kubelet --{upstream}: skiff agent has no --{target}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn kubelet_args_from_a_k3s_config_file_set_the_node() {
+        let dir = tempfile::tempdir().expect("dir");
+        let file = dir.path().join("config.yaml");
+        std::fs::write(
+            &file,
+            "kubelet-arg:\n  - max-pods=250\n  - register-with-taints=edge=true:NoSchedule\n\
+             kube-apiserver-arg: [service-node-port-range=31000-31999]\n",
+        )
+        .expect("config");
+        let given: Vec<std::ffi::OsString> = ["skiff", "server", "--config"]
+            .iter()
+            .map(std::ffi::OsString::from)
+            .chain([file.into_os_string()])
+            .collect();
+        let (args, _) =
+            crate::config_file::with_file_flags(given, |_| None, super::is_switch).expect("read");
+        let args = crate::component_args::translate(args, super::flag_kind).expect("translate");
+        let Command::Server(server) = Cli::try_parse_from(args).expect("flags").command else {
+            panic!("not the server command");
+        };
+        assert_eq!(server.service_node_port_range, 31000..=31999);
+        let config = server
+            .node
+            .agent_config(std::path::Path::new("/nonexistent"))
+            .expect("node config");
+        assert_eq!(config.max_pods, 250);
+        assert_eq!(config.node_taints.len(), 1, "{:?}", config.node_taints);
+        assert_eq!(config.node_taints[0].key, "edge");
     }
 
     #[test]
