@@ -338,22 +338,33 @@ async fn fail_pod(client: &Client, name: &str, exit: i32, conditions: Value) {
         .expect("pod status");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_success_policy_completes_an_indexed_job_once_its_indexes_succeeded() {
-    // Bound to a node, so a stopped pod is terminating for its grace
-    // period (the test plays no node to end it).
-    let mut on_node = template(json!({"app": "early"}), "busybox");
+/// An Indexed Job `name` of three pods, each index allowed no failure,
+/// that succeeds once indexes 0 and 1 did; its pods are bound to a node,
+/// so a stopped one is terminating for its grace period (the test plays
+/// no node to end it). Returns once its three pods run.
+async fn start_with_success_policy(name: &str) -> (TestCluster, Client, String, Vec<Pod>) {
+    let mut on_node = template(json!({"app": name}), "busybox");
     on_node["spec"]["restartPolicy"] = json!("Never");
     on_node["spec"]["nodeName"] = json!("n1");
     let (cluster, client, uid) = start_with_job(
-        "early",
+        name,
         json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed",
                "backoffLimitPerIndex": 0, "template": on_node,
                "successPolicy": {"rules": [{"succeededIndexes": "0,1"}]}}),
     )
     .await;
     let pods = wait_running(&client, &uid, 3).await;
-    let index = |p: &Pod| p.annotations()["batch.kubernetes.io/job-completion-index"].clone();
+    (cluster, client, uid, pods)
+}
+
+/// A pod's completion index.
+fn index(pod: &Pod) -> String {
+    pod.annotations()["batch.kubernetes.io/job-completion-index"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_policy_completes_an_indexed_job_once_its_indexes_succeeded() {
+    let (cluster, client, uid, pods) = start_with_success_policy("early").await;
     for pod in pods.iter().filter(|p| index(p) != "2") {
         set_pod_status(&client, "default", &pod.name_any(), "Succeeded", false).await;
     }
@@ -392,18 +403,7 @@ async fn a_success_policy_completes_an_indexed_job_once_its_indexes_succeeded() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_stopped_after_the_success_criteria_were_met_are_not_failures_after_a_restart() {
-    let mut on_node = template(json!({"app": "met"}), "busybox");
-    on_node["spec"]["restartPolicy"] = json!("Never");
-    on_node["spec"]["nodeName"] = json!("n1");
-    let (mut cluster, client, uid) = start_with_job(
-        "met",
-        json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed",
-               "backoffLimitPerIndex": 0, "template": on_node,
-               "successPolicy": {"rules": [{"succeededIndexes": "0,1"}]}}),
-    )
-    .await;
-    let pods = wait_running(&client, &uid, 3).await;
-    let index = |p: &Pod| p.annotations()["batch.kubernetes.io/job-completion-index"].clone();
+    let (mut cluster, client, _, pods) = start_with_success_policy("met").await;
     let third = pods.iter().find(|p| index(p) == "2").unwrap().name_any();
     // What a sync leaves when it fails after recording its decision and
     // stopping index 2, before releasing any pod: the controller manager
@@ -501,7 +501,6 @@ async fn each_index_has_its_own_backoff_limit() {
         "podFailurePolicy": {"rules": [
             {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}}]}});
     let (cluster, client, uid) = start_with_job("per-index", spec).await;
-    let index = |p: &Pod| p.annotations()["batch.kubernetes.io/job-completion-index"].clone();
     let failures = |p: &Pod| p.annotations()["batch.kubernetes.io/job-index-failure-count"].clone();
     let pods = wait_running(&client, &uid, 3).await;
     assert!(pods.iter().all(|p| failures(p) == "0"));
