@@ -37,6 +37,14 @@ struct Backoff {
     last: Instant,
 }
 
+/// What is left of the backoff after `failures` consecutive failures, the
+/// last at `last`: upstream's 10 s doubling per failure up to 6 minutes.
+fn remaining(failures: u32, last: Instant) -> Option<Duration> {
+    let exp = failures.saturating_sub(1).min(16);
+    let delay = BASE_BACKOFF.saturating_mul(1 << exp).min(MAX_BACKOFF);
+    delay.checked_sub(last.elapsed()).filter(|d| !d.is_zero())
+}
+
 /// A Job being synced and its active pods: what creating and deleting its
 /// pods works from, passed as one.
 struct ActivePods<'a> {
@@ -67,6 +75,9 @@ pub(super) struct Syncer {
     events: EventRecorder,
     finalized: Mutex<HashMap<String, HashSet<String>>>,
     backoff: Mutex<HashMap<String, Backoff>>,
+    /// With `backoffLimitPerIndex`, when each index last failed: each
+    /// index waits out its own backoff, as upstream's.
+    index_backoff: Mutex<HashMap<String, std::collections::BTreeMap<i32, Instant>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -144,6 +155,7 @@ impl Reconciler for Syncer {
             self.expectations.forget(&key_str);
             lock(&self.finalized).remove(&key_str);
             lock(&self.backoff).remove(&key_str);
+            lock(&self.index_backoff).remove(&key_str);
             return Ok(Action::Done);
         };
         let mut job = (*job).clone();
@@ -206,6 +218,8 @@ impl Reconciler for Syncer {
         let success_met = is_true(&status, "SuccessCriteriaMet");
         let mut new_succeeded = 0;
         let mut new_failed = 0;
+        // Indexes that failed in this sync (with `backoffLimitPerIndex`).
+        let mut failed_now: Vec<i32> = Vec::new();
         let mut failed_by_policy: Option<String> = None;
         let mut to_unfinalize: Vec<Arc<Pod>> = Vec::new();
         for pod in &pods {
@@ -263,6 +277,7 @@ impl Reconciler for Syncer {
                                 if verdict == Verdict::FailIndex || failures > limit {
                                     failed_indexes.insert(i);
                                 }
+                                failed_now.push(i);
                             }
                             uncounted.failed.get_or_insert_with(Vec::new).push(pod_uid);
                             new_failed += 1;
@@ -273,7 +288,11 @@ impl Reconciler for Syncer {
                 None => {}
             }
         }
-        self.note_outcomes(&key_str, new_succeeded, new_failed);
+        if per_index.is_some() {
+            self.note_index_failures(&key_str, &failed_now);
+        } else {
+            self.note_outcomes(&key_str, new_succeeded, new_failed);
+        }
 
         let active: Vec<Arc<Pod>> = pods
             .iter()
@@ -565,6 +584,7 @@ impl Syncer {
             events,
             finalized: Mutex::default(),
             backoff: Mutex::default(),
+            index_backoff: Mutex::default(),
         }
     }
 
@@ -587,12 +607,28 @@ impl Syncer {
         }
     }
 
+    fn note_index_failures(&self, key: &str, indexes: &[i32]) {
+        if indexes.is_empty() {
+            return;
+        }
+        let mut backoff = lock(&self.index_backoff);
+        let last = backoff.entry(key.to_owned()).or_default();
+        for i in indexes {
+            last.insert(*i, Instant::now());
+        }
+    }
+
     /// How long to wait before replacing failed pods (None: go ahead).
     fn backoff_left(&self, key: &str) -> Option<Duration> {
         let b = *lock(&self.backoff).get(key)?;
-        let exp = b.failures.saturating_sub(1).min(16);
-        let delay = BASE_BACKOFF.saturating_mul(1 << exp).min(MAX_BACKOFF);
-        delay.checked_sub(b.last.elapsed()).filter(|d| !d.is_zero())
+        remaining(b.failures, b.last)
+    }
+
+    /// How long index `index`, failed `failures` times so far, waits before
+    /// it runs again (None: go ahead).
+    fn index_backoff_left(&self, key: &str, index: i32, failures: i32) -> Option<Duration> {
+        let last = *lock(&self.index_backoff).get(key)?.get(&index)?;
+        remaining(u32::try_from(failures).unwrap_or(0), last)
     }
 
     /// Creates or deletes pods towards the wanted number of active ones.
@@ -627,20 +663,44 @@ impl Syncer {
         if have >= want {
             return Ok(None);
         }
-        if let Some(wait) = self.backoff_left(key) {
+        // With `backoffLimitPerIndex` each index waits out its own
+        // backoff; otherwise the Job's failures hold back every new pod.
+        if done.failures.is_none()
+            && let Some(wait) = self.backoff_left(key)
+        {
             return Ok(Some(wait));
         }
+        let mut wait: Option<Duration> = None;
         let count = (want - have).min(BURST_REPLICAS);
         let new_pods: Vec<Pod> = if is_indexed(job) {
             let c = completions.unwrap_or(0);
             let running: BTreeSet<i32> = (active.iter().chain(holding))
                 .filter_map(|p| index_of(p, c))
                 .collect();
-            (0..c)
+            let pending: Vec<i32> = (0..c)
                 .filter(|i| {
                     !completed.contains(i) && !done.failed.contains(i) && !running.contains(i)
                 })
                 .take(count)
+                .collect();
+            let ready: Vec<i32> = match done.failures {
+                Some(failures) => pending
+                    .into_iter()
+                    .filter(|i| {
+                        let failed = failures.get(i).copied().unwrap_or(0);
+                        match self.index_backoff_left(key, *i, failed) {
+                            Some(left) => {
+                                wait = Some(wait.map_or(left, |w| w.min(left)));
+                                false
+                            }
+                            None => true,
+                        }
+                    })
+                    .collect(),
+                None => pending,
+            };
+            ready
+                .into_iter()
                 .map(|i| {
                     let mut pod = new_pod(job, Some(i));
                     if let Some(failures) = done.failures {
@@ -667,7 +727,7 @@ impl Syncer {
         .await;
         match error {
             Some(source) => Err(Self::api_error(key, "creating pods", source)),
-            None => Ok(None),
+            None => Ok(wait),
         }
     }
 

@@ -495,6 +495,47 @@ async fn a_pod_failure_policy_fails_the_job_at_once_or_ignores_the_failure() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_limit_per_index_each_index_waits_out_its_own_backoff() {
+    let spec = json!({"completions": 2, "parallelism": 2, "completionMode": "Indexed",
+        "backoffLimitPerIndex": 2});
+    let (cluster, client, uid) = start_with_job("own-backoff", spec).await;
+    let pods = wait_running(&client, &uid, 2).await;
+    let of = |i: &str| pods.iter().find(|p| index(p) == i).unwrap().name_any();
+    fail_pod(&client, &of("0"), 1, json!([])).await;
+    eventually(WAIT, "index 0's failure counted", || async {
+        let status = get(&client, "own-backoff").await.status?;
+        (status.failed == Some(1)).then_some(())
+    })
+    .await;
+    // Another index succeeding does not end index 0's backoff (a Job-wide
+    // backoff would: a success resets it).
+    set_pod_status(&client, "default", &of("1"), "Succeeded", false).await;
+    eventually(WAIT, "index 1 completed", || async {
+        let status = get(&client, "own-backoff").await.status?;
+        (status.completed_indexes.as_deref() == Some("1")).then_some(())
+    })
+    .await;
+    let index_0_running = || async {
+        let pods = pods_owned_by(&client, "default", &uid).await;
+        running(&pods).into_iter().any(|p| index(p) == "0")
+    };
+    for _ in 0..20 {
+        assert!(
+            !index_0_running().await,
+            "index 0 ran again within its backoff"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    eventually(
+        std::time::Duration::from_secs(30),
+        "index 0 again",
+        || async { index_0_running().await.then_some(()) },
+    )
+    .await;
+    cluster.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_index_has_its_own_backoff_limit() {
     let spec = json!({"completions": 3, "parallelism": 3, "completionMode": "Indexed",
         "backoffLimitPerIndex": 1,
@@ -510,8 +551,7 @@ async fn each_index_has_its_own_backoff_limit() {
     // index 1 fails by a FailIndex rule and never runs again.
     fail_pod(&client, &of("0"), 1, json!([])).await;
     fail_pod(&client, &of("1"), 42, json!([])).await;
-    // After the Job-wide failure backoff: 10 s, or 20 s when the two
-    // failures were counted in two syncs (skiff keeps no per-index delay).
+    // After index 0's own failure backoff of 10 s.
     let retried = eventually(
         std::time::Duration::from_secs(60),
         "index 0 again",
