@@ -122,7 +122,10 @@ fn is_switch(command: &str, flag: &str) -> bool {
         .find_subcommand(command)
         .and_then(|c| {
             c.get_arguments()
-                .find(|a| a.get_long() == Some(flag))
+                .find(|a| {
+                    a.get_long() == Some(flag)
+                        || a.get_all_aliases().is_some_and(|all| all.contains(&flag))
+                })
                 .cloned()
         })
         .is_some_and(|arg| !arg.get_action().takes_values())
@@ -133,10 +136,9 @@ fn is_switch(command: &str, flag: &str) -> bool {
 fn flag_kind(command: &str, flag: &str) -> Option<component_args::FlagKind> {
     use clap::CommandFactory;
     let cli = Cli::command();
-    let arg = cli
-        .find_subcommand(command)?
-        .get_arguments()
-        .find(|a| a.get_long() == Some(flag))?;
+    let arg = cli.find_subcommand(command)?.get_arguments().find(|a| {
+        a.get_long() == Some(flag) || a.get_all_aliases().is_some_and(|all| all.contains(&flag))
+    })?;
     Some(match arg.get_action() {
         clap::ArgAction::Append => component_args::FlagKind::Repeated,
         _ => component_args::FlagKind::Single,
@@ -347,13 +349,14 @@ mod tests {
     }
 
     #[test]
-    fn kubelet_args_from_a_k3s_config_file_set_the_node() {
+    fn a_k3s_config_file_with_component_args_and_etcd_snapshot_names_is_read() {
         let dir = tempfile::tempdir().expect("dir");
         let file = dir.path().join("config.yaml");
         std::fs::write(
             &file,
             "kubelet-arg:\n  - max-pods=250\n  - register-with-taints=edge=true:NoSchedule\n\
-             kube-apiserver-arg: [service-node-port-range=31000-31999]\n",
+             kube-apiserver-arg: [service-node-port-range=31000-31999]\n\
+             etcd-disable-snapshots: true\netcd-snapshot-retention: 3\n",
         )
         .expect("config");
         let given: Vec<std::ffi::OsString> = ["skiff", "server", "--config"]
@@ -368,6 +371,8 @@ mod tests {
             panic!("not the server command");
         };
         assert_eq!(server.service_node_port_range, 31000..=31999);
+        assert!(server.disable_snapshots);
+        assert_eq!(server.snapshot_retention, 3);
         let config = server
             .node
             .agent_config(std::path::Path::new("/nonexistent"))

@@ -327,6 +327,7 @@ pub(crate) struct ServerArgs {
     /// k3s's --etcd-snapshot-schedule-cron.
     #[arg(
         long,
+        visible_alias = "etcd-snapshot-schedule-cron",
         env = "SKIFF_SNAPSHOT_SCHEDULE_CRON",
         default_value = "0 */12 * * *"
     )]
@@ -334,19 +335,33 @@ pub(crate) struct ServerArgs {
 
     /// Scheduled snapshots to keep (older ones are deleted after each new
     /// one); also what `skiff snapshot prune` keeps by default.
-    #[arg(long, env = "SKIFF_SNAPSHOT_RETENTION", default_value_t = 5)]
+    #[arg(
+        long,
+        visible_alias = "etcd-snapshot-retention",
+        env = "SKIFF_SNAPSHOT_RETENTION",
+        default_value_t = 5
+    )]
     pub snapshot_retention: usize,
 
     /// Where snapshots are written (default DATA_DIR/server/db/snapshots).
-    #[arg(long, env = "SKIFF_SNAPSHOT_DIR")]
+    #[arg(long, visible_alias = "etcd-snapshot-dir", env = "SKIFF_SNAPSHOT_DIR")]
     pub snapshot_dir: Option<PathBuf>,
 
     /// Name prefix of scheduled snapshots (`<name>-<node>-<unix time>`).
-    #[arg(long, env = "SKIFF_SNAPSHOT_NAME", default_value = "etcd-snapshot")]
+    #[arg(
+        long,
+        visible_alias = "etcd-snapshot-name",
+        env = "SKIFF_SNAPSHOT_NAME",
+        default_value = "etcd-snapshot"
+    )]
     pub snapshot_name: String,
 
     /// Take no scheduled snapshots (`skiff snapshot save` still works).
-    #[arg(long, env = "SKIFF_DISABLE_SNAPSHOTS")]
+    #[arg(
+        long,
+        visible_alias = "etcd-disable-snapshots",
+        env = "SKIFF_DISABLE_SNAPSHOTS"
+    )]
     pub disable_snapshots: bool,
 
     /// With --cluster-reset-restore-path: restore that snapshot into the
