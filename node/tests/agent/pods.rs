@@ -11,7 +11,7 @@ use skiff_node::agent::pod::logs::{self, LogOptions, LogTarget};
 use skiff_node::images::BUSYBOX_IMAGE;
 
 use crate::harness::{
-    TestCluster, assert_terminated, condition, container_id, container_status, exec,
+    TestCluster, assert_terminated, condition, container_id, container_status, events, exec,
     init_container_status, phase, pod_condition, release,
 };
 
@@ -554,6 +554,23 @@ async fn pods_are_resized_in_place_and_restarted_only_where_their_policy_says() 
     let new_id = container_id(&restarted, "app");
     assert_ne!(new_id, id);
     assert_eq!(cgroup_limits(&cluster, &new_id).await, "50000 100663296");
+    // Another such resize restarts it again at once: a container stopped
+    // for a resize did not crash, so no crash back-off holds it (the
+    // harness's is 2 s from the second restart on).
+    resize(json!({"spec": {"containers": [{"name": "app",
+        "resources": {"requests": {"memory": "40Mi"}, "limits": {"memory": "80Mi"}}}]}}))
+    .await;
+    let restarted = cluster
+        .wait_pod("resized", LONG, "restarted with less memory", |p| {
+            container_status(p, "app").is_some_and(|s| {
+                s.restart_count == 2 && s.state.as_ref().is_some_and(|st| st.running.is_some())
+            })
+        })
+        .await;
+    let new_id = container_id(&restarted, "app");
+    assert_eq!(cgroup_limits(&cluster, &new_id).await, "50000 83886080");
+    let backoffs = events(&cluster, "involvedObject.name=resized,reason=BackOff").await;
+    assert!(backoffs.is_empty(), "{backoffs:?}");
 
     // More than the node has: pending as Infeasible, nothing changes.
     resize(json!({"spec": {"containers": [{"name": "app",
@@ -571,7 +588,7 @@ async fn pods_are_resized_in_place_and_restarted_only_where_their_policy_says() 
         message.starts_with("Node didn't have enough capacity: cpu, requested: 100000, capacity: "),
         "{message}"
     );
-    assert_eq!(cgroup_limits(&cluster, &new_id).await, "50000 100663296");
+    assert_eq!(cgroup_limits(&cluster, &new_id).await, "50000 83886080");
     let status = container_status(&pending, "app").unwrap();
     assert_eq!(
         status.resources.as_ref().unwrap().limits.as_ref().unwrap()["cpu"].0,
@@ -590,6 +607,6 @@ async fn pods_are_resized_in_place_and_restarted_only_where_their_policy_says() 
                     .is_some_and(|q| q.0 == "1")
         })
         .await;
-    assert_eq!(cgroup_limits(&cluster, &new_id).await, "100000 100663296");
+    assert_eq!(cgroup_limits(&cluster, &new_id).await, "100000 83886080");
     cluster.teardown().await;
 }

@@ -141,11 +141,14 @@ fn needs_restart(
 
 /// Admits and applies the pod's resize (see the module's text); returns
 /// the pod as the node runs it and says in `status` where a resize stands.
+/// Instances it stops to restart with new values join `stopped`: their
+/// restart is not a crash's and waits no back-off.
 pub(crate) async fn sync(
     ctx: &AgentContext,
     pod: &Pod,
     view: &PodRuntimeView,
     status: &mut Option<ResizeStatus>,
+    stopped: &mut std::collections::HashSet<String>,
 ) -> Pod {
     let path = checkpoint_path(ctx, pod);
     let before = Checkpoint::load(&path);
@@ -217,6 +220,7 @@ pub(crate) async fn sync(
             match ctx.runtime.stop_container(&instance.id, grace).await {
                 Ok(()) => {
                     checkpoint.applied.remove(&instance.id);
+                    stopped.insert(instance.id.clone());
                 }
                 Err(e) => errors.push(format!("{}: {e}", container.name)),
             }

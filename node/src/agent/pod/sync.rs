@@ -65,6 +65,10 @@ pub(crate) struct PodState {
     /// The node took the pod (or found it already running): it is not
     /// judged again while its worker lives, as a kubelet admits a pod once.
     admitted: bool,
+    /// Container instances stopped to take a resize (`RestartContainer`):
+    /// started again at once, not after a crash back-off, as a kubelet
+    /// restarts them.
+    stopped_for_resize: std::collections::HashSet<String>,
 }
 
 impl PodState {
@@ -79,6 +83,7 @@ impl PodState {
             last_status: None,
             first_seen: Some(Instant::now()),
             admitted: false,
+            stopped_for_resize: Default::default(),
         }
     }
 }
@@ -324,7 +329,14 @@ pub(crate) async fn sync(
     // In-place resizes: from here on the pod is as the node runs it, each
     // container with the resources the node allocated to it (what its
     // downward API files say of its limits, too).
-    let allocated = resize::sync(ctx, pod, &view, &mut observed.resize).await;
+    let allocated = resize::sync(
+        ctx,
+        pod,
+        &view,
+        &mut observed.resize,
+        &mut state.stopped_for_resize,
+    )
+    .await;
     let pod = &allocated;
 
     // Volumes first: a sandbox is only worth starting when they are there.
@@ -893,6 +905,11 @@ impl Starter<'_> {
         init: bool,
     ) -> bool {
         observed.will_restart.insert(container.name.clone());
+        if state.stopped_for_resize.remove(&exited.id) {
+            return self
+                .start_after(state, observed, container, exited, init)
+                .await;
+        }
         let finished = system_time(exited.status.finished_at);
         let ran = run_time(&exited.status);
         let now = SystemTime::now();
