@@ -75,6 +75,10 @@ pub(crate) async fn admit_new(
     write: &WriteInfo,
     dry_run: bool,
 ) -> Result<Value, ApiError> {
+    // As decoded upstream: quantities in canonical form (`cpu: 2` as "2"),
+    // which is what admission and validation read. (One that does not
+    // parse is refused with the body's decode error below.)
+    let _ = crate::protobuf::settle_quantities(&info.api_version(), info.kind, object);
     crate::object::omit_empty_metadata(object);
     prepare_create(info, object, write);
     crate::admission_plugins::mutate_create(inner, info, object);

@@ -496,6 +496,15 @@ async fn container_resources_are_refused_in_upstreams_words() {
             json!({"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
             "spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 1",
         ),
+        // Numbers, as kubectl sends YAML's `cpu: 2`, are quantities too.
+        (
+            json!({"requests": {"cpu": 2}, "limits": {"cpu": 0.5}}),
+            "spec.containers[0].resources.requests: Invalid value: \"2\": must be less than or equal to cpu limit of 500m",
+        ),
+        (
+            json!({"requests": {"memory": -1}}),
+            "spec.containers[0].resources.requests[memory]: Invalid value: \"-1\": must be greater than or equal to 0",
+        ),
         (
             json!({"limits": {"foo": "1"}}),
             // The request defaults to the limit, so is refused too.
