@@ -5,8 +5,8 @@
 //! the ReplicationController's map selector in its Scale, and what an update
 //! may change (a Job's template and selector are fixed, a StatefulSet's
 //! spec but for a few fields). The four `apps/v1` kinds share one strategy
-//! type, [`AppsWorkload`], that differs only in their spec defaults and
-//! update rule.
+//! type, [`AppsWorkload`], that differs only in their spec defaults, their
+//! rollout checks (`validation::rollouts`) and update rule.
 
 use serde_json::{Value, json};
 
@@ -16,6 +16,7 @@ use crate::kinds::Written;
 use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
+use crate::validation::rollouts;
 use crate::validation::workloads as checks;
 
 /// Where most workloads keep their pod template.
@@ -81,6 +82,8 @@ pub(crate) struct AppsWorkload {
     selector: checks::SelectorRule,
     /// The checks of an update, given the stored object and the new one.
     update: fn(&Value, &Value, &mut Vec<FieldError>),
+    /// The checks of the kind's own `spec` fields (how it rolls out).
+    spec_checks: fn(&Value, &mut Vec<FieldError>),
 }
 
 /// The selector rule of Deployments and ReplicaSets (whose empty selector
@@ -104,6 +107,7 @@ impl KindStrategy for AppsWorkload {
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
         let Written { object, old, .. } = *written;
         checks::workload(object, self.selector, errors);
+        (self.spec_checks)(&object["spec"], errors);
         if let Some(old) = old {
             (self.update)(old, object, errors);
         }
@@ -115,6 +119,7 @@ pub(crate) static DEPLOYMENTS: AppsWorkload = AppsWorkload {
     spec_defaults: deployment_defaults,
     selector: DEPLOYMENT_SELECTOR,
     update: checks::selector_unchanged,
+    spec_checks: rollouts::deployment,
 };
 
 fn deployment_defaults(spec: &mut Value) {
@@ -132,6 +137,7 @@ pub(crate) static REPLICA_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: |spec| set_default(spec, "replicas", json!(1)),
     selector: DEPLOYMENT_SELECTOR,
     update: checks::selector_unchanged,
+    spec_checks: |_, _| {},
 };
 
 /// Core `replicationcontrollers`: a map selector instead of a label selector.
@@ -185,6 +191,7 @@ pub(crate) static STATEFUL_SETS: AppsWorkload = AppsWorkload {
         required: true,
     },
     update: checks::stateful_set_update,
+    spec_checks: rollouts::stateful_set,
 };
 
 fn stateful_set_defaults(spec: &mut Value) {
@@ -218,11 +225,10 @@ fn stateful_set_defaults(spec: &mut Value) {
 pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
     spec_defaults: |spec| {
         set_default(spec, "revisionHistoryLimit", json!(10));
-        default_rolling_update(
-            spec,
-            "updateStrategy",
-            json!({ "maxUnavailable": 1, "maxSurge": 0 }),
-        );
+        if let Some(rolling) = default_rolling_update(spec, "updateStrategy", json!({})) {
+            set_default(rolling, "maxUnavailable", json!(1));
+            set_default(rolling, "maxSurge", json!(0));
+        }
     },
     selector: checks::SelectorRule {
         empty_for: "daemonset",
@@ -230,6 +236,7 @@ pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
         required: false,
     },
     update: checks::selector_unchanged,
+    spec_checks: rollouts::daemon_set,
 };
 
 /// `batch/v1` jobs.

@@ -7,6 +7,7 @@
 pub(crate) mod job_policies;
 mod names;
 mod pod_volumes;
+pub(crate) mod rollouts;
 mod security_profiles;
 pub(crate) mod workloads;
 

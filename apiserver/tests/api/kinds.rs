@@ -911,3 +911,76 @@ async fn selectors_in_refusals_are_shown_as_upstream_prints_them() {
          MatchExpressions:[]v1.LabelSelectorRequirement(nil)}: field is immutable",
     );
 }
+
+/// How a workload rolls out is checked as upstream's apps validation: a
+/// Deployment that may neither surge nor drop a pod could never progress,
+/// and a DaemonSet does one or the other (its defaults fill the rest).
+#[tokio::test]
+async fn rollout_strategies_that_cannot_progress_are_refused() {
+    let s = TestServer::new().await;
+    let template = json!({"metadata": {"labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let workload = |name: &str, strategy_field: &str, strategy: Value| {
+        let mut object = json!({"metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": template.clone()}});
+        object["spec"][strategy_field] = strategy;
+        object
+    };
+    invalid(
+        s.post(
+            "/apis/apps/v1/namespaces/default/deployments",
+            workload(
+                "stuck",
+                "strategy",
+                json!({"type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}),
+            ),
+        )
+        .await,
+        "Deployment.apps \"stuck\" is invalid: spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: may not be 0 when `maxSurge` is 0",
+    );
+    invalid(
+        s.post(
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            workload(
+                "both",
+                "updateStrategy",
+                json!({"type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1}}),
+            ),
+        )
+        .await,
+        "DaemonSet.apps \"both\" is invalid: spec.updateStrategy.rollingUpdate.maxSurge: Invalid value: intstr.IntOrString{Type:0, IntVal:1, StrVal:\"\"}: may not be set when maxUnavailable is non-zero",
+    );
+    // Surging alone is what a DaemonSet may do; its defaults keep the rest.
+    let created = s
+        .created(
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            workload(
+                "surge",
+                "updateStrategy",
+                json!({"type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": "10%", "maxUnavailable": 0}}),
+            ),
+        )
+        .await;
+    assert_eq!(
+        created["spec"]["updateStrategy"]["rollingUpdate"],
+        json!({"maxSurge": "10%", "maxUnavailable": 0})
+    );
+    let defaulted = s
+        .created(
+            "/apis/apps/v1/namespaces/default/daemonsets",
+            workload(
+                "partial",
+                "updateStrategy",
+                json!({"type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 2}}),
+            ),
+        )
+        .await;
+    assert_eq!(
+        defaulted["spec"]["updateStrategy"]["rollingUpdate"],
+        json!({"maxSurge": 0, "maxUnavailable": 2})
+    );
+}
