@@ -102,14 +102,13 @@ pub(crate) fn deployment(spec: &Value, errors: &mut Vec<FieldError>) {
     let strategy = &spec["strategy"];
     let rolling = &strategy["rollingUpdate"];
     match strategy["type"].as_str() {
-        Some("Recreate") => {
-            if !rolling.is_null() {
-                errors.push(FieldError::forbidden(
-                    "spec.strategy.rollingUpdate",
-                    "may not be specified when strategy `type` is 'Recreate'",
-                ));
-            }
+        Some("Recreate") if !rolling.is_null() => {
+            errors.push(FieldError::forbidden(
+                "spec.strategy.rollingUpdate",
+                "may not be specified when strategy `type` is 'Recreate'",
+            ));
         }
+        Some("Recreate") => {}
         Some("RollingUpdate") => {
             let unavailable_at = "spec.strategy.rollingUpdate.maxUnavailable";
             let (unavailable, surge) = (&rolling["maxUnavailable"], &rolling["maxSurge"]);
@@ -193,15 +192,14 @@ pub(crate) fn stateful_set(spec: &Value, errors: &mut Vec<FieldError>) {
     let strategy = &spec["updateStrategy"];
     let rolling = &strategy["rollingUpdate"];
     match strategy["type"].as_str() {
-        Some("OnDelete") => {
-            if !rolling.is_null() {
-                errors.push(FieldError::invalid(
-                    "spec.updateStrategy.rollingUpdate",
-                    rolling.clone(),
-                    "only allowed for updateStrategy 'RollingUpdate'",
-                ));
-            }
+        Some("OnDelete") if !rolling.is_null() => {
+            errors.push(FieldError::invalid(
+                "spec.updateStrategy.rollingUpdate",
+                rolling.clone(),
+                "only allowed for updateStrategy 'RollingUpdate'",
+            ));
         }
+        Some("OnDelete") => {}
         Some("RollingUpdate") => {
             if let Some(partition) = rolling["partition"].as_i64().filter(|p| *p < 0) {
                 errors.push(FieldError::invalid(

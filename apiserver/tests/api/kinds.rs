@@ -984,3 +984,39 @@ async fn rollout_strategies_that_cannot_progress_are_refused() {
         json!({"maxSurge": 0, "maxUnavailable": 2})
     );
 }
+
+/// A Deployment stored before its rollout was checked (here written to the
+/// store directly) still takes status writes, as upstream's status strategy
+/// validates the status alone; a change of its spec must fix the rollout.
+#[tokio::test]
+async fn a_stored_workload_that_breaks_a_rollout_rule_still_reports_status() {
+    use skiff_store::Store as _;
+    let s = TestServer::new().await;
+    let legacy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "legacy", "namespace": "default", "uid": "0b0e7c5c-0000-4000-8000-000000000001",
+            "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "a"}},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}},
+            "template": {"metadata": {"labels": {"app": "a"}},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+    s.store
+        .create(
+            "/registry/apps/deployments/default/legacy",
+            serde_json::to_vec(&legacy).unwrap().into(),
+        )
+        .await
+        .unwrap();
+    let path = "/apis/apps/v1/namespaces/default/deployments/legacy";
+    let stored = s
+        .get_until(path, |d| d["metadata"]["name"] == "legacy")
+        .await;
+    let mut status = stored.clone();
+    status["status"] = json!({"observedGeneration": 1, "replicas": 0});
+    s.put_ok(&format!("{path}/status"), status).await;
+    let mut spec = s.get_ok(path).await;
+    spec["spec"]["replicas"] = json!(2);
+    invalid(
+        s.put(path, spec).await,
+        "Deployment.apps \"legacy\" is invalid: spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: may not be 0 when `maxSurge` is 0",
+    );
+}
