@@ -52,6 +52,12 @@ impl KindStrategy for Services {
         if let Some(ports) = spec["ports"].as_array_mut() {
             for p in ports {
                 set_default(p, "protocol", json!("TCP"));
+                // Upstream's zero values (0, "") mean "the port" too.
+                if (p["targetPort"] == 0 || p["targetPort"] == "")
+                    && let Some(map) = p.as_object_mut()
+                {
+                    map.remove("targetPort");
+                }
                 let port = p["port"].clone();
                 set_default(p, "targetPort", port);
             }

@@ -425,6 +425,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .printer(&table::networking::SERVICECIDRS),
         // policy/v1
         of::<policy::v1::PodDisruptionBudget>()
+            .strategy(&kinds::PodDisruptionBudgets)
             .short(&["pdb"])
             .printer(&table::policy::PODDISRUPTIONBUDGETS)
             .subs(&[Status])

@@ -4,9 +4,11 @@
 //! checked here for every kind; which other checks apply (and the name rule)
 //! is each kind's strategy's choice (`kinds/`), drawing on [`workloads`].
 
+pub(crate) mod int_or_percent;
 pub(crate) mod job_policies;
 mod names;
 mod pod_volumes;
+pub(crate) mod ports;
 pub(crate) mod rollouts;
 mod security_profiles;
 pub(crate) mod workloads;

@@ -6,66 +6,8 @@
 
 use serde_json::Value;
 
+use super::int_or_percent::{at_most_all, int_or_percent, invalid, is_zero};
 use crate::status::FieldError;
-
-const PERCENT_MSG: &str = "a valid percent string must be a numeric string followed by an ending '%' (e.g. '1%',  or '93%', regex used for validation is '[0-9]+%')";
-
-/// An `IntOrString` as upstream's field errors print it (Go's `%#v` of
-/// the struct, since only its pointer has a String method).
-fn go_int_or_string(value: &Value) -> String {
-    match value {
-        Value::String(s) => format!("intstr.IntOrString{{Type:1, IntVal:0, StrVal:{s:?}}}"),
-        other => format!(
-            "intstr.IntOrString{{Type:0, IntVal:{}, StrVal:\"\"}}",
-            other.as_i64().unwrap_or(0)
-        ),
-    }
-}
-
-fn invalid(path: &str, value: &Value, detail: &str) -> FieldError {
-    FieldError::invalid(path, value.clone(), detail).shown_as(go_int_or_string(value))
-}
-
-/// The number an `IntOrString` stands for (a percentage's number), and
-/// whether it is a percentage; `None` when it is neither.
-fn amount(value: &Value) -> Option<(i64, bool)> {
-    match value {
-        Value::String(s) => {
-            let digits = s.strip_suffix('%')?;
-            (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| digits.parse().ok().map(|n| (n, true)))
-                .flatten()
-        }
-        other => other.as_i64().map(|n| (n, false)),
-    }
-}
-
-/// Upstream's ValidatePositiveIntOrPercent.
-fn int_or_percent(value: &Value, path: &str, errors: &mut Vec<FieldError>) {
-    match value {
-        Value::Null => {}
-        Value::String(_) if amount(value).is_none() => {
-            errors.push(invalid(path, value, PERCENT_MSG));
-        }
-        Value::String(_) => {}
-        other => {
-            if other.as_i64().is_some_and(|n| n < 0) {
-                errors.push(FieldError::invalid(
-                    path,
-                    other.clone(),
-                    "must be greater than or equal to 0",
-                ));
-            }
-        }
-    }
-}
-
-/// Upstream's IsNotMoreThan100Percent.
-fn at_most_all(value: &Value, path: &str, errors: &mut Vec<FieldError>) {
-    if amount(value).is_some_and(|(n, percent)| percent && n > 100) {
-        errors.push(invalid(path, value, "must not be greater than 100%"));
-    }
-}
 
 fn non_negative(spec: &Value, field: &str, errors: &mut Vec<FieldError>) {
     if let Some(n) = spec[field].as_i64().filter(|n| *n < 0) {
@@ -75,10 +17,6 @@ fn non_negative(spec: &Value, field: &str, errors: &mut Vec<FieldError>) {
             "must be greater than or equal to 0",
         ));
     }
-}
-
-fn is_zero(value: &Value) -> bool {
-    amount(value).is_some_and(|(n, _)| n == 0)
 }
 
 /// A Deployment's `spec`: its strategy and counters.
@@ -247,7 +185,7 @@ mod tests {
             rendered(deployment, bad),
             [
                 "spec.progressDeadlineSeconds: Invalid value: 10: must be greater than minReadySeconds",
-                format!("spec.strategy.rollingUpdate.maxSurge: Invalid value: intstr.IntOrString{{Type:1, IntVal:0, StrVal:\"25\"}}: {PERCENT_MSG}").as_str(),
+                format!("spec.strategy.rollingUpdate.maxSurge: Invalid value: intstr.IntOrString{{Type:1, IntVal:0, StrVal:\"25\"}}: {}", super::super::int_or_percent::PERCENT_MSG).as_str(),
                 "spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"150%\"}: must not be greater than 100%",
             ]
         );

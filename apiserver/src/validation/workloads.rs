@@ -199,14 +199,7 @@ fn pod_spec_claiming(spec: &Value, path: &str, claimed: &[&str], errors: &mut Ve
             if c["image"].as_str().is_none_or(|s| s.trim().is_empty()) {
                 errors.push(FieldError::required(format!("{at}.image"), ""));
             }
-            for (j, p) in c["ports"].as_array().into_iter().flatten().enumerate() {
-                port_number(
-                    &p["containerPort"],
-                    &format!("{at}.ports[{j}].containerPort"),
-                    true,
-                    errors,
-                );
-            }
+            super::ports::container_ports(c, &at, errors);
             super::pod_volumes::mounts(c, &volumes, &at, errors);
             container_resources(&c["resources"], &format!("{at}.resources"), errors);
             resize_policy(c, &spec["restartPolicy"], &at, errors);
@@ -420,6 +413,7 @@ fn container_handlers(c: &Value, at: &str, errors: &mut Vec<FieldError>) {
         if !handler.is_object() {
             continue;
         }
+        super::ports::handler_ports(handler, &path, errors);
         let mut named = kinds.iter().filter(|kind| !handler[**kind].is_null());
         if named.next().is_none() {
             errors.push(FieldError::required(path, "must specify a handler type"));
@@ -431,19 +425,6 @@ fn container_handlers(c: &Value, at: &str, errors: &mut Vec<FieldError>) {
                 "may not specify more than 1 handler type",
             ));
         }
-    }
-}
-
-fn port_number(value: &Value, field: &str, required: bool, errors: &mut Vec<FieldError>) {
-    match value.as_i64() {
-        None if value.is_null() && required => errors.push(FieldError::required(field, "")),
-        None if value.is_null() => {}
-        Some(p) if (1..=65535).contains(&p) => {}
-        _ => errors.push(FieldError::invalid(
-            field,
-            value.clone(),
-            "must be between 1 and 65535, inclusive",
-        )),
     }
 }
 
@@ -729,7 +710,12 @@ pub(crate) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<Fiel
     let many = ports.is_some_and(|p| p.len() > 1);
     let mut names: Vec<&str> = Vec::new();
     for (i, p) in ports.into_iter().flatten().enumerate() {
-        port_number(&p["port"], &format!("spec.ports[{i}].port"), true, errors);
+        super::ports::number(&p["port"], &format!("spec.ports[{i}].port"), true, errors);
+        super::ports::number_or_name(
+            &p["targetPort"],
+            &format!("spec.ports[{i}].targetPort"),
+            errors,
+        );
         match p["name"].as_str() {
             None | Some("") if many => {
                 errors.push(FieldError::required(format!("spec.ports[{i}].name"), ""))

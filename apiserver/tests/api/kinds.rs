@@ -1020,3 +1020,75 @@ async fn a_stored_workload_that_breaks_a_rollout_rule_still_reports_status() {
         "Deployment.apps \"legacy\" is invalid: spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: may not be 0 when `maxSurge` is 0",
     );
 }
+
+/// Port names are IANA service names wherever they appear (a container's
+/// ports, a probe's target, a Service's targetPort), and a disruption
+/// budget is a count or a percentage of one kind, as upstream checks them.
+#[tokio::test]
+async fn port_names_and_disruption_budgets_are_checked_as_upstream() {
+    let s = TestServer::new().await;
+    let pod = json!({"metadata": {"name": "ports"},
+        "spec": {"containers": [{"name": "c", "image": "i",
+            "ports": [{"name": "Web_Port", "containerPort": 80}],
+            "readinessProbe": {"httpGet": {"port": "8080"}}}]}});
+    invalid(
+        s.post("/api/v1/namespaces/default/pods", pod).await,
+        "Pod \"ports\" is invalid: [spec.containers[0].ports[0].name: Invalid value: \"Web_Port\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-), spec.containers[0].readinessProbe.httpGet.port: Invalid value: \"8080\": must contain at least one letter (a-z)]",
+    );
+    let service = |name: &str, target: Value| {
+        json!({"metadata": {"name": name},
+            "spec": {"selector": {"app": "a"}, "ports": [{"port": 80, "targetPort": target}]}})
+    };
+    invalid(
+        s.post(
+            "/api/v1/namespaces/default/services",
+            service("far", json!(70000)),
+        )
+        .await,
+        "Service \"far\" is invalid: spec.ports[0].targetPort: Invalid value: 70000: must be between 1 and 65535, inclusive",
+    );
+    // Zero means the port itself, as upstream defaults it.
+    let zero = s
+        .created(
+            "/api/v1/namespaces/default/services",
+            service("zero", json!(0)),
+        )
+        .await;
+    assert_eq!(zero["spec"]["ports"][0]["targetPort"], 80);
+    let named = s
+        .created(
+            "/api/v1/namespaces/default/services",
+            service("named", json!("http")),
+        )
+        .await;
+    assert_eq!(named["spec"]["ports"][0]["targetPort"], "http");
+
+    const PDBS: &str = "/apis/policy/v1/namespaces/default/poddisruptionbudgets";
+    let pdb = |name: &str, spec: Value| json!({"metadata": {"name": name}, "spec": spec});
+    let (code, body) = s
+        .post(
+            PDBS,
+            pdb("both", json!({"minAvailable": 1, "maxUnavailable": 1})),
+        )
+        .await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("minAvailable and maxUnavailable cannot be both set")),
+        "{body}"
+    );
+    invalid(
+        s.post(PDBS, pdb("most", json!({"minAvailable": "150%"})))
+            .await,
+        "PodDisruptionBudget.policy \"most\" is invalid: spec.minAvailable: Invalid value: intstr.IntOrString{Type:1, IntVal:0, StrVal:\"150%\"}: must not be greater than 100%",
+    );
+    s.created(
+        PDBS,
+        pdb(
+            "half",
+            json!({"minAvailable": "50%", "selector": {"matchLabels": {"app": "a"}}}),
+        ),
+    )
+    .await;
+}
