@@ -260,6 +260,22 @@ impl KindStrategy for Jobs {
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
         let Written { object, old, .. } = *written;
+        // Upstream's counts come before the template's checks.
+        for field in [
+            "parallelism",
+            "completions",
+            "activeDeadlineSeconds",
+            "backoffLimit",
+            "ttlSecondsAfterFinished",
+        ] {
+            if let Some(n) = object["spec"][field].as_i64().filter(|n| *n < 0) {
+                errors.push(FieldError::invalid(
+                    format!("spec.{field}"),
+                    n,
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
         check_template(object, SPEC_TEMPLATE, errors);
         job_restart_policy(object, SPEC_TEMPLATE, errors);
         crate::validation::job_policies::validate(&object["spec"], "spec", errors);

@@ -408,6 +408,7 @@ pub(super) fn resources() -> Vec<ResourceInfo> {
             .strategy(&kinds::IngressClasses)
             .printer(&table::networking::INGRESS_CLASSES),
         of::<networking::v1::Ingress>()
+            .strategy(&kinds::Ingresses)
             .short(&["ing"])
             .subs(&[Status])
             .generation()

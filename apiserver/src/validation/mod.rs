@@ -4,6 +4,7 @@
 //! checked here for every kind; which other checks apply (and the name rule)
 //! is each kind's strategy's choice (`kinds/`), drawing on [`workloads`].
 
+mod env;
 pub(crate) mod int_or_percent;
 pub(crate) mod job_policies;
 mod names;

@@ -200,6 +200,14 @@ fn pod_spec_claiming(spec: &Value, path: &str, claimed: &[&str], errors: &mut Ve
                 errors.push(FieldError::required(format!("{at}.image"), ""));
             }
             super::ports::container_ports(c, &at, errors);
+            super::env::container_env(c, &at, errors);
+            super::one_of(
+                c,
+                "imagePullPolicy",
+                &["Always", "IfNotPresent", "Never"],
+                &at,
+                errors,
+            );
             super::pod_volumes::mounts(c, &volumes, &at, errors);
             container_resources(&c["resources"], &format!("{at}.resources"), errors);
             resize_policy(c, &spec["restartPolicy"], &at, errors);
@@ -214,6 +222,32 @@ fn pod_spec_claiming(spec: &Value, path: &str, claimed: &[&str], errors: &mut Ve
         path,
         errors,
     );
+    super::one_of(
+        spec,
+        "dnsPolicy",
+        &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
+        path,
+        errors,
+    );
+    for field in ["hostname", "subdomain"] {
+        if let Some(name) = spec[field].as_str().filter(|n| !n.is_empty()) {
+            errors.extend(super::names::validate_name(
+                super::NameRule::Label,
+                name,
+                &format!("{path}.{field}"),
+            ));
+        }
+    }
+    if let Some(seconds) = spec["activeDeadlineSeconds"]
+        .as_i64()
+        .filter(|s| !(1..=i64::from(i32::MAX)).contains(s))
+    {
+        errors.push(FieldError::invalid(
+            format!("{path}.activeDeadlineSeconds"),
+            seconds,
+            "must be between 1 and 2147483647, inclusive",
+        ));
+    }
     super::security_profiles::pod_spec(spec, path, errors);
 }
 

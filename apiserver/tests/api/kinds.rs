@@ -1092,3 +1092,62 @@ async fn port_names_and_disruption_budgets_are_checked_as_upstream() {
     )
     .await;
 }
+
+/// Fields users get wrong by hand, refused as upstream refuses them rather
+/// than stored: a pod's pull policy, DNS policy, host name and deadline, an
+/// environment variable with two sources or a field the downward API does
+/// not give, an Ingress host that is an IP or a path without its type, and
+/// a Job's negative counts.
+#[tokio::test]
+async fn hand_written_mistakes_are_refused_in_upstreams_words() {
+    let s = TestServer::new().await;
+    let pod = json!({"metadata": {"name": "p"}, "spec": {
+        "dnsPolicy": "Whatever", "hostname": "Bad_Host", "activeDeadlineSeconds": 0,
+        "containers": [{"name": "c", "image": "i", "imagePullPolicy": "Sometimes",
+            "env": [{"name": "A", "value": "x",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}]}});
+    let (code, body) = s.post("/api/v1/namespaces/default/pods", pod).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let fields: Vec<&str> = body["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["field"].as_str())
+        .collect();
+    for field in [
+        "spec.containers[0].env[0].valueFrom",
+        "spec.containers[0].imagePullPolicy",
+        "spec.dnsPolicy",
+        "spec.hostname",
+        "spec.activeDeadlineSeconds",
+    ] {
+        assert!(fields.contains(&field), "{field} not in {body}");
+    }
+
+    let ingress = json!({"metadata": {"name": "ing"}, "spec": {"rules": [{"host": "10.0.0.1",
+        "http": {"paths": [{"path": "/x",
+            "backend": {"service": {"name": "s", "port": {"number": 80}}}}]}}]}});
+    invalid(
+        s.post(
+            "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
+            ingress,
+        )
+        .await,
+        "Ingress.networking.k8s.io \"ing\" is invalid: [spec.rules[0].host: Invalid value: \"10.0.0.1\": must be a DNS name, not an IP address, spec.rules[0].http.paths[0].pathType: Required value: pathType must be specified]",
+    );
+    let fine = json!({"metadata": {"name": "ok"}, "spec": {"rules": [{"host": "*.example.com",
+        "http": {"paths": [{"path": "/x", "pathType": "Prefix",
+            "backend": {"service": {"name": "s", "port": {"name": "http"}}}}]}}]}});
+    s.created(
+        "/apis/networking.k8s.io/v1/namespaces/default/ingresses",
+        fine,
+    )
+    .await;
+
+    let job = json!({"metadata": {"name": "j"}, "spec": {"parallelism": -1, "backoffLimit": -1,
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}});
+    invalid(
+        s.post("/apis/batch/v1/namespaces/default/jobs", job).await,
+        "Job.batch \"j\" is invalid: [spec.parallelism: Invalid value: -1: must be greater than or equal to 0, spec.backoffLimit: Invalid value: -1: must be greater than or equal to 0]",
+    );
+}
