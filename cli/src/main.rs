@@ -117,32 +117,28 @@ fn main() -> anyhow::Result<()> {
 
 /// Whether `skiff <command> --<flag>` is a switch: it takes no value.
 fn is_switch(command: &str, flag: &str) -> bool {
-    use clap::CommandFactory;
-    Cli::command()
-        .find_subcommand(command)
-        .and_then(|c| {
-            c.get_arguments()
-                .find(|a| {
-                    a.get_long() == Some(flag)
-                        || a.get_all_aliases().is_some_and(|all| all.contains(&flag))
-                })
-                .cloned()
-        })
-        .is_some_and(|arg| !arg.get_action().takes_values())
+    find_flag(command, flag).is_some_and(|arg| !arg.get_action().takes_values())
 }
 
 /// Whether `skiff <command>` has the long flag `--<flag>`, and whether it
 /// may be repeated.
 fn flag_kind(command: &str, flag: &str) -> Option<component_args::FlagKind> {
-    use clap::CommandFactory;
-    let cli = Cli::command();
-    let arg = cli.find_subcommand(command)?.get_arguments().find(|a| {
-        a.get_long() == Some(flag) || a.get_all_aliases().is_some_and(|all| all.contains(&flag))
-    })?;
-    Some(match arg.get_action() {
+    Some(match find_flag(command, flag)?.get_action() {
         clap::ArgAction::Append => component_args::FlagKind::Repeated,
         _ => component_args::FlagKind::Single,
     })
+}
+
+/// The flag `--<flag>` (its long name or an alias) of `skiff <command>`.
+fn find_flag(command: &str, flag: &str) -> Option<clap::Arg> {
+    use clap::CommandFactory;
+    Cli::command()
+        .find_subcommand(command)?
+        .get_arguments()
+        .find(|a| {
+            a.get_long() == Some(flag) || a.get_all_aliases().is_some_and(|all| all.contains(&flag))
+        })
+        .cloned()
 }
 
 /// Runs a command's future to its end on a runtime from `runtime`: the

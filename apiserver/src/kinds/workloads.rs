@@ -268,13 +268,7 @@ impl KindStrategy for Jobs {
             "backoffLimit",
             "ttlSecondsAfterFinished",
         ] {
-            if let Some(n) = object["spec"][field].as_i64().filter(|n| *n < 0) {
-                errors.push(FieldError::invalid(
-                    format!("spec.{field}"),
-                    n,
-                    "must be greater than or equal to 0",
-                ));
-            }
+            crate::validation::non_negative(&object["spec"], field, errors);
         }
         check_template(object, SPEC_TEMPLATE, errors);
         job_restart_policy(object, SPEC_TEMPLATE, errors);

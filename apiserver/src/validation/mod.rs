@@ -36,6 +36,18 @@ pub(crate) fn descending_path(path: &str, field: &str, errors: &mut Vec<FieldErr
     }
 }
 
+/// The integer `spec.<field>`, when set, is not negative (upstream's
+/// ValidateNonnegativeField).
+pub(crate) fn non_negative(spec: &Value, field: &str, errors: &mut Vec<FieldError>) {
+    if let Some(n) = spec[field].as_i64().filter(|n| *n < 0) {
+        errors.push(FieldError::invalid(
+            format!("spec.{field}"),
+            n,
+            "must be greater than or equal to 0",
+        ));
+    }
+}
+
 /// `object.field`, when set, must be one of `allowed` (upstream's
 /// NotSupported at `path.field`, listing them, otherwise): the check of
 /// every optional enumerated string field.

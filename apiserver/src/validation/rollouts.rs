@@ -7,17 +7,8 @@
 use serde_json::Value;
 
 use super::int_or_percent::{at_most_all, int_or_percent, invalid, is_zero};
+use super::non_negative;
 use crate::status::FieldError;
-
-fn non_negative(spec: &Value, field: &str, errors: &mut Vec<FieldError>) {
-    if let Some(n) = spec[field].as_i64().filter(|n| *n < 0) {
-        errors.push(FieldError::invalid(
-            format!("spec.{field}"),
-            n,
-            "must be greater than or equal to 0",
-        ));
-    }
-}
 
 /// A Deployment's `spec`: its strategy and counters.
 pub(crate) fn deployment(spec: &Value, errors: &mut Vec<FieldError>) {
