@@ -30,6 +30,7 @@ mod body;
 pub(crate) mod cel;
 pub mod component_status;
 pub(crate) mod crd;
+mod decode_errors;
 pub(crate) mod discovery;
 pub mod encryption;
 mod event_ttl;

@@ -22,6 +22,20 @@ use crate::registry::Registry;
 use crate::server::Inner;
 use crate::status::ApiError;
 
+/// A built-in kind's schema name (`io.k8s.api.core.v1.Pod`) and the v2
+/// definitions it reaches (`#/definitions/` references); `None` for a kind
+/// k8s-openapi has no schema of. Made afresh: only a body that failed to
+/// decode asks (`decode_errors`).
+pub(crate) fn kind_definitions(
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Option<(String, serde_json::Map<String, serde_json::Value>)> {
+    let mut set = schemas::SchemaSet::new(schemas::Dialect::V2);
+    let name = set.add_kind(group, version, kind)?;
+    Some((name, set.finish()))
+}
+
 /// The media type clients ask for gnostic's protobuf OpenAPI v2 document by.
 pub(crate) const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
 /// The Content-Type it is served with: `@` is no token character, so

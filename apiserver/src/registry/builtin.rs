@@ -30,9 +30,12 @@ impl ScopeFlag for ClusterResourceScope {
     const NAMESPACED: bool = false;
 }
 
-fn roundtrip<T: Serialize + DeserializeOwned>(value: &Value) -> Result<Value, String> {
+fn roundtrip<T: Resource + Serialize + DeserializeOwned>(value: &Value) -> Result<Value, String> {
     // Deserialising from the borrowed value spares a deep copy of the object.
-    let typed = T::deserialize(value).map_err(|e| e.to_string())?;
+    let typed = T::deserialize(value).map_err(|e| {
+        crate::decode_errors::explain::<T>(T::GROUP, T::VERSION, T::KIND, value)
+            .unwrap_or_else(|| e.to_string())
+    })?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 

@@ -73,9 +73,15 @@ pub(crate) async fn serve(
 
 /// The typed form of a posted review (a body the kind cannot hold is a 400,
 /// worded as upstream's decoding failures).
-fn decode<T: DeserializeOwned>(ctx: &Ctx, object: Value) -> Result<T, ApiError> {
-    serde_json::from_value(object)
-        .map_err(|e| crate::handlers::create::cannot_handle(ctx.info(), &e.to_string()))
+fn decode<T: k8s_openapi::Resource + DeserializeOwned>(
+    ctx: &Ctx,
+    object: Value,
+) -> Result<T, ApiError> {
+    T::deserialize(&object).map_err(|e| {
+        let words = crate::decode_errors::explain::<T>(T::GROUP, T::VERSION, T::KIND, &object)
+            .unwrap_or_else(|| e.to_string());
+        crate::handlers::create::cannot_handle(ctx.info(), &words)
+    })
 }
 
 /// The JSON answer.

@@ -862,3 +862,102 @@ async fn quantities_that_do_not_parse_are_400_as_upstream_decodes_them() {
         "the refused writes lost nothing"
     );
 }
+
+/// A value of the wrong JSON type is refused in the words of upstream's Go
+/// decoder, naming the struct, the field path and the Go type (what users
+/// search for when `enabled: true` in a ConfigMap is refused), on create,
+/// replace and patch; bad base64 names the byte where decoding stopped.
+#[tokio::test]
+async fn values_of_the_wrong_type_are_refused_in_go_decoder_words() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    let configmaps = "/api/v1/namespaces/default/configmaps";
+    refused(
+        s.post(
+            configmaps,
+            json!({"metadata": {"name": "c"}, "data": {"enabled": true}}),
+        )
+        .await,
+        400,
+        "BadRequest",
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot \
+         unmarshal bool into Go struct field ConfigMap.data of type string",
+    );
+    let deployment = json!({
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "a"}},
+            "template": {
+                "metadata": {"labels": {"app": "a"}},
+                "spec": {"containers": [{"name": "c", "image": "i",
+                    "ports": [{"containerPort": "8080"}]}]}
+            }
+        }
+    });
+    refused(
+        s.post("/apis/apps/v1/namespaces/default/deployments", deployment)
+            .await,
+        400,
+        "BadRequest",
+        "Deployment in version \"v1\" cannot be handled as a Deployment: json: cannot \
+         unmarshal string into Go struct field \
+         ContainerPort.spec.template.spec.containers.ports.containerPort of type int32",
+    );
+    refused(
+        s.post(
+            "/api/v1/namespaces/default/pods",
+            json!({"metadata": {"name": "p"}, "spec": {"containers": {"name": "c"}}}),
+        )
+        .await,
+        400,
+        "BadRequest",
+        "Pod in version \"v1\" cannot be handled as a Pod: json: cannot unmarshal \
+         object into Go struct field PodSpec.spec.containers of type []v1.Container",
+    );
+    refused(
+        s.post(
+            "/api/v1/namespaces/default/secrets",
+            json!({"metadata": {"name": "s"}, "data": {"key": "!!!notbase64"}}),
+        )
+        .await,
+        400,
+        "BadRequest",
+        "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data at \
+         input byte 0",
+    );
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+
+    // Replace and patch say the same of the object they would make.
+    let created = s
+        .created(
+            configmaps,
+            json!({"metadata": {"name": "c"}, "data": {"a": "b"}}),
+        )
+        .await;
+    let mut replaced = created.clone();
+    replaced["data"]["port"] = json!(8080);
+    refused(
+        s.put(&format!("{configmaps}/c"), replaced).await,
+        400,
+        "BadRequest",
+        "ConfigMap in version \"v1\" cannot be handled as a ConfigMap: json: cannot \
+         unmarshal number into Go struct field ConfigMap.data of type string",
+    );
+    refused(
+        s.patch(
+            &format!("{configmaps}/c"),
+            "application/strategic-merge-patch+json",
+            json!({"data": {"on": false}}),
+        )
+        .await,
+        422,
+        "Invalid",
+        " \"\" is invalid: patch: Invalid value: \"map[data:map[on:false]]\": json: cannot \
+         unmarshal bool into Go struct field ConfigMap.data of type string",
+    );
+    assert_eq!(
+        s.get_ok(&format!("{configmaps}/c")).await["data"],
+        json!({"a": "b"}),
+        "the refused writes lost nothing"
+    );
+}
