@@ -210,6 +210,17 @@ pub(crate) struct Written<'a> {
     pub subresource: Option<crate::registry::Subresource>,
 }
 
+impl Written<'_> {
+    /// Whether this is a write of the status subresource, which keeps the
+    /// stored spec (`admission::prepare_status_update`). Kinds skip their
+    /// spec checks then, as upstream's status strategies validate the status
+    /// alone: a spec stored before a rule existed must not stop its
+    /// controller (or the kubelet) from reporting progress.
+    pub(crate) fn status_only(&self) -> bool {
+        self.subresource == Some(crate::registry::Subresource::Status)
+    }
+}
+
 /// The rules of one kind. Every method has the behaviour most kinds share
 /// as its default, so a kind's module only says how it differs.
 #[async_trait]

@@ -39,8 +39,9 @@ macro_rules! checked_template {
         }
 
         fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-            let Written { object, .. } = *written;
-            check_template(object, $template, errors);
+            if !written.status_only() {
+                check_template(written.object, $template, errors);
+            }
         }
     };
 }
@@ -105,19 +106,12 @@ impl KindStrategy for AppsWorkload {
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        let Written {
-            object,
-            old,
-            subresource,
-            ..
-        } = *written;
-        checks::workload(object, self.selector, errors);
-        // A status write is not held to the spec's rollout rules, as
-        // upstream's status strategies validate the status alone: an object
-        // stored before a rule existed still reports its progress.
-        if subresource != Some(crate::registry::Subresource::Status) {
-            (self.spec_checks)(&object["spec"], errors);
+        let Written { object, old, .. } = *written;
+        if written.status_only() {
+            return;
         }
+        checks::workload(object, self.selector, errors);
+        (self.spec_checks)(&object["spec"], errors);
         if let Some(old) = old {
             (self.update)(old, object, errors);
         }
@@ -181,8 +175,9 @@ impl KindStrategy for ReplicationControllers {
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        let Written { object, .. } = *written;
-        checks::replication_controller(object, errors);
+        if !written.status_only() {
+            checks::replication_controller(written.object, errors);
+        }
     }
 
     /// The Scale's selector is the map selector as `k=v,…`.
@@ -260,6 +255,9 @@ impl KindStrategy for Jobs {
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
         let Written { object, old, .. } = *written;
+        if written.status_only() {
+            return;
+        }
         // Upstream's counts come before the template's checks.
         for field in [
             "parallelism",
@@ -439,6 +437,9 @@ impl KindStrategy for CronJobs {
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
         let Written { object, old, .. } = *written;
+        if written.status_only() {
+            return;
+        }
         let spec = &object["spec"];
         let old_spec = old.map(|old| &old["spec"]);
         cron_schedule(spec, old_spec, errors);

@@ -1019,6 +1019,52 @@ async fn a_stored_workload_that_breaks_a_rollout_rule_still_reports_status() {
         s.put(path, spec).await,
         "Deployment.apps \"legacy\" is invalid: spec.strategy.rollingUpdate.maxUnavailable: Invalid value: intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}: may not be 0 when `maxSurge` is 0",
     );
+
+    // The same for a pod spec that breaks a rule: the pod's kubelet and a
+    // Job's controller still write their status.
+    let container = json!([{"name": "Old_Name", "image": "i"}]);
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "legacy", "namespace": "default", "uid": "0b0e7c5c-0000-4000-8000-000000000002",
+            "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"containers": container.clone()}});
+    let job = json!({"apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "legacy", "namespace": "default", "uid": "0b0e7c5c-0000-4000-8000-000000000003",
+            "creationTimestamp": "2026-01-01T00:00:00Z", "generation": 1},
+        "spec": {"selector": {"matchLabels": {"batch.kubernetes.io/controller-uid": "0b0e7c5c-0000-4000-8000-000000000003"}},
+            "template": {"metadata": {"labels": {"batch.kubernetes.io/controller-uid": "0b0e7c5c-0000-4000-8000-000000000003"}},
+                "spec": {"restartPolicy": "Never", "containers": container}}}});
+    for (key, path, object, status) in [
+        (
+            "/registry/core/pods/default/legacy",
+            "/api/v1/namespaces/default/pods/legacy",
+            pod,
+            json!({"phase": "Running"}),
+        ),
+        (
+            "/registry/batch/jobs/default/legacy",
+            "/apis/batch/v1/namespaces/default/jobs/legacy",
+            job,
+            json!({"active": 1}),
+        ),
+    ] {
+        s.store
+            .create(key, serde_json::to_vec(&object).unwrap().into())
+            .await
+            .unwrap();
+        let mut stored = s
+            .get_until(path, |o| o["metadata"]["name"] == "legacy")
+            .await;
+        stored["status"] = status.clone();
+        let written = s.put_ok(&format!("{path}/status"), stored).await;
+        assert_eq!(written["status"], status, "{path}");
+        let mut labelled = s.get_ok(path).await;
+        labelled["metadata"]["labels"] = json!({"changed": "yes"});
+        let body = s.put(path, labelled).await.expect_failure(422, "Invalid");
+        assert!(
+            crate::harness::message_of(&body).contains("Old_Name"),
+            "{path}: {body}"
+        );
+    }
 }
 
 /// Port names are IANA service names wherever they appear (a container's

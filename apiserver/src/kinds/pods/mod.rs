@@ -81,6 +81,9 @@ impl KindStrategy for Pods {
             old,
             subresource,
         } = *written;
+        if written.status_only() {
+            return;
+        }
         // The stored pod is compared as it reads today, as upstream defaults
         // what it decodes from storage: a default added since it was written
         // is not a change the update made to an immutable field.
