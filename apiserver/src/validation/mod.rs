@@ -8,9 +8,12 @@ mod env;
 pub(crate) mod int_or_percent;
 pub(crate) mod job_policies;
 mod names;
+mod pod_dns;
+mod pod_placement;
 mod pod_volumes;
 pub(crate) mod ports;
 pub(crate) mod rollouts;
+mod security_contexts;
 mod security_profiles;
 pub(crate) mod workloads;
 

@@ -49,7 +49,7 @@ const SOURCES: &[&str] = &[
 ];
 
 /// Validates `spec.volumes` (under `path`); the names of the volumes, for
-/// the mounts.
+/// the mounts. An emptyDir's `sizeLimit` may not be negative.
 pub(crate) fn volumes<'a>(
     spec: &'a Value,
     path: &str,
@@ -65,6 +65,15 @@ pub(crate) fn volumes<'a>(
             errors,
         );
         projected_files(volume, &at, errors);
+        let size_limit = volume["emptyDir"]["sizeLimit"]
+            .as_str()
+            .and_then(skiff_common::amount::Amount::parse);
+        if size_limit.is_some_and(|limit| limit.milli() < 0) {
+            errors.push(FieldError::forbidden(
+                format!("{at}.emptyDir.sizeLimit"),
+                "SizeLimit field must be a valid resource quantity",
+            ));
+        }
         let mut set = SOURCES.iter().filter(|s| !volume[**s].is_null());
         match set.next() {
             None => errors.push(FieldError::required(&at, "must specify a volume type")),

@@ -208,6 +208,13 @@ fn pod_spec_claiming(spec: &Value, path: &str, claimed: &[&str], errors: &mut Ve
                 &at,
                 errors,
             );
+            super::one_of(
+                c,
+                "terminationMessagePolicy",
+                &["File", "FallbackToLogsOnError"],
+                &at,
+                errors,
+            );
             super::pod_volumes::mounts(c, &volumes, &at, errors);
             container_resources(&c["resources"], &format!("{at}.resources"), errors);
             resize_policy(c, &spec["restartPolicy"], &at, errors);
@@ -248,7 +255,10 @@ fn pod_spec_claiming(spec: &Value, path: &str, claimed: &[&str], errors: &mut Ve
             "must be between 1 and 2147483647, inclusive",
         ));
     }
+    super::security_contexts::pod_spec(spec, path, errors);
     super::security_profiles::pod_spec(spec, path, errors);
+    super::pod_placement::pod_spec(spec, path, errors);
+    super::pod_dns::pod_spec(spec, path, errors);
 }
 
 /// A container's `resizePolicy`, as upstream rules it: each of `cpu` and

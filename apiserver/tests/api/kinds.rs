@@ -1197,3 +1197,61 @@ async fn hand_written_mistakes_are_refused_in_upstreams_words() {
         "Job.batch \"j\" is invalid: [spec.parallelism: Invalid value: -1: must be greater than or equal to 0, spec.backoffLimit: Invalid value: -1: must be greater than or equal to 0]",
     );
 }
+
+/// Where a pod may run, how it resolves names and what it may do are held to
+/// upstream's rules on a pod and on a workload's template alike, in
+/// upstream's words; a pod that keeps them is stored as written.
+#[tokio::test]
+async fn placement_dns_and_privileges_are_checked_as_upstream() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    let spec = json!({
+        "dnsPolicy": "None",
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "value": "gpu"}],
+        "securityContext": {"runAsUser": -1},
+        "volumes": [{"name": "scratch", "emptyDir": {"sizeLimit": "-1Gi"}}],
+        "containers": [{"name": "c", "image": "i",
+            "securityContext": {"privileged": true, "allowPrivilegeEscalation": false}}],
+    });
+    invalid(
+        s.post(
+            "/api/v1/namespaces/default/pods",
+            json!({"metadata": {"name": "p"}, "spec": spec.clone()}),
+        )
+        .await,
+        "Pod \"p\" is invalid: [spec.volumes[0].emptyDir.sizeLimit: Forbidden: SizeLimit field must be a valid resource quantity, \
+         spec.securityContext.runAsUser: Invalid value: -1: must be between 0 and 2147483647, inclusive, \
+         spec.containers[0].securityContext: Invalid value: {\"allowPrivilegeEscalation\":false,\"privileged\":true}: cannot set `allowPrivilegeEscalation` to false and `privileged` to true, \
+         spec.tolerations[0].operator: Invalid value: \"gpu\": value must be empty when `operator` is 'Exists', \
+         spec.dnsConfig: Required value: must provide `dnsConfig` when `dnsPolicy` is None]",
+    );
+    let deployment = json!({"metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"app": "a"}},
+        "template": {"metadata": {"labels": {"app": "a"}}, "spec": {
+            "containers": [{"name": "c", "image": "i"}],
+            "topologySpreadConstraints": [{"maxSkew": 0, "topologyKey": "zone", "whenUnsatisfiable": "DoNotSchedule"}]}}}});
+    invalid(
+        s.post("/apis/apps/v1/namespaces/default/deployments", deployment)
+            .await,
+        "Deployment.apps \"d\" is invalid: spec.template.spec.topologySpreadConstraints[0].maxSkew: Invalid value: 0: must be greater than zero",
+    );
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+
+    let kept = json!({
+        "dnsPolicy": "None",
+        "dnsConfig": {"nameservers": ["10.0.0.10"], "searches": ["svc.cluster.local."]},
+        "hostAliases": [{"ip": "127.0.0.1", "hostnames": ["db.local"]}],
+        "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 60}],
+        "securityContext": {"runAsUser": 1000, "sysctls": [{"name": "net.core.somaxconn", "value": "1024"}]},
+        "containers": [{"name": "c", "image": "i", "terminationMessagePolicy": "FallbackToLogsOnError"}],
+    });
+    let created = s
+        .created(
+            "/api/v1/namespaces/default/pods",
+            json!({"metadata": {"name": "kept"}, "spec": kept.clone()}),
+        )
+        .await;
+    for field in ["dnsConfig", "hostAliases", "securityContext"] {
+        assert_eq!(created["spec"][field], kept[field], "{field}");
+    }
+}
