@@ -30,6 +30,9 @@ pub enum FieldErrorKind {
     Forbidden,
     /// The value appears twice where it must be unique (`FieldValueDuplicate`).
     Duplicate(Value),
+    /// A Duplicate whose value is shown as upstream's Go prints its type
+    /// (`core.ServicePort{...}`).
+    DuplicateShown(String),
     /// The value is longer than allowed (`FieldValueTooLong`).
     TooLong(Value),
     /// A list or map holds more entries than allowed (`FieldValueTooMany`);
@@ -74,11 +77,12 @@ impl FieldError {
         Self::at(field, FieldErrorKind::Invalid(value.into()), detail)
     }
 
-    /// This Invalid error with its value shown as `shown`: how upstream's
-    /// Go prints the value's type, where that differs from its JSON.
+    /// This Invalid (or Duplicate) error with its value shown as `shown`: how
+    /// upstream's Go prints the value's type, where that differs from its JSON.
     pub fn shown_as(self, shown: impl Into<String>) -> Self {
         let kind = match self.kind {
             FieldErrorKind::Invalid(_) => FieldErrorKind::InvalidShown(shown.into()),
+            FieldErrorKind::Duplicate(_) => FieldErrorKind::DuplicateShown(shown.into()),
             other => other,
         };
         Self { kind, ..self }
@@ -142,7 +146,9 @@ impl FieldError {
             FieldErrorKind::Invalid(_) | FieldErrorKind::InvalidShown(_) => "FieldValueInvalid",
             FieldErrorKind::NotSupported { .. } => "FieldValueNotSupported",
             FieldErrorKind::Forbidden => "FieldValueForbidden",
-            FieldErrorKind::Duplicate(_) => "FieldValueDuplicate",
+            FieldErrorKind::Duplicate(_) | FieldErrorKind::DuplicateShown(_) => {
+                "FieldValueDuplicate"
+            }
             FieldErrorKind::NotFound(_) => "FieldValueNotFound",
             FieldErrorKind::TooLong(_) => "FieldValueTooLong",
             FieldErrorKind::TooMany(_) => "FieldValueTooMany",
@@ -174,6 +180,7 @@ impl FieldError {
             }
             FieldErrorKind::Forbidden => with_detail("Forbidden".to_string()),
             FieldErrorKind::Duplicate(v) => format!("Duplicate value: {}", render_value(v)),
+            FieldErrorKind::DuplicateShown(shown) => format!("Duplicate value: {shown}"),
             FieldErrorKind::NotFound(v) => format!("Not found: {}", render_value(v)),
             // Upstream never shows the value that is too long.
             FieldErrorKind::TooLong(_) => with_detail("Too long".to_string()),

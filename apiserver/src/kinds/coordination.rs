@@ -1,7 +1,9 @@
 //! `coordination.k8s.io/v1` Leases: a node may only write its own lease in
-//! the node lease namespace (NodeRestriction).
+//! the node lease namespace (NodeRestriction); a lease lasts a positive
+//! number of seconds and counts its transitions from zero.
 
-use super::{KindStrategy, NodeWrites};
+use super::{KindStrategy, NodeWrites, Written};
+use crate::status::FieldError;
 
 named_kind! {
     /// `coordination.k8s.io` leases.
@@ -11,5 +13,17 @@ named_kind! {
 impl KindStrategy for Leases {
     fn node_writes(&self) -> NodeWrites {
         NodeWrites::OwnLease
+    }
+
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let spec = &written.object["spec"];
+        if let Some(seconds) = spec["leaseDurationSeconds"].as_i64().filter(|s| *s <= 0) {
+            errors.push(FieldError::invalid(
+                "spec.leaseDurationSeconds",
+                seconds,
+                "must be greater than 0",
+            ));
+        }
+        crate::validation::non_negative(spec, "leaseTransitions", errors);
     }
 }

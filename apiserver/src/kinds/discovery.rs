@@ -3,13 +3,16 @@
 //! defaults for every writer, so clients that read `name` as always present
 //! (kubectl's describe) find it on slices written by anyone. The core
 //! Endpoints they succeed live here too: their ports speak TCP unless they
-//! say otherwise.
+//! say otherwise, and their addresses are IP addresses.
+
+use std::net::IpAddr;
 
 use serde_json::{Map, Value, json};
 
-use super::{KindStrategy, changed_outside_metadata, set_default};
+use super::{KindStrategy, Written, changed_outside_metadata, set_default};
 use crate::object::items_mut;
 use crate::registry::ResourceInfo;
+use crate::status::FieldError;
 
 /// The `endpointslices` resource.
 #[derive(Debug)]
@@ -49,6 +52,48 @@ impl KindStrategy for Endpoints {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         for port in items_mut(object, &["subsets"]).flat_map(|s| items_mut(s, &["ports"])) {
             set_default(port, "protocol", json!("TCP"));
+        }
+    }
+
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        for (i, subset) in written.object["subsets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            for list in ["addresses", "notReadyAddresses"] {
+                for (j, address) in subset[list].as_array().into_iter().flatten().enumerate() {
+                    endpoint_ip(
+                        address["ip"].as_str().unwrap_or_default(),
+                        &format!("subsets[{i}].{list}[{j}].ip"),
+                        errors,
+                    );
+                }
+            }
+            for (j, port) in subset["ports"].as_array().into_iter().flatten().enumerate() {
+                crate::validation::ports::number(
+                    &port["port"],
+                    &format!("subsets[{i}].ports[{j}].port"),
+                    true,
+                    errors,
+                );
+            }
+        }
+    }
+}
+
+/// An endpoint's address: a parseable IP, said twice as upstream's two
+/// checks both say it. Upstream also refuses unspecified, loopback and
+/// link-local addresses; skiff does not, since a single-node cluster bound
+/// to loopback has its API server's and host-network pods' endpoints there.
+fn endpoint_ip(text: &str, path: &str, errors: &mut Vec<FieldError>) {
+    if text.parse::<IpAddr>().is_err() {
+        for detail in [
+            "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+            "must be a valid IP address",
+        ] {
+            errors.push(FieldError::invalid(path, text, detail));
         }
     }
 }

@@ -1,13 +1,22 @@
 //! `networking.k8s.io/v1` NetworkPolicies: which directions a policy
 //! governs when it does not list them (always ingress, egress once it has
-//! egress rules), and TCP for ports that name no protocol. IngressClasses:
+//! egress rules), and TCP for ports that name no protocol; as upstream
+//! validates them, at most the two known policy types, ports in range with
+//! a known protocol, and peers that say who they are (an `ipBlock` alone,
+//! its CIDR valid and its exceptions inside it). IngressClasses:
 //! parameters are cluster-scoped unless they say.
 
+use ipnet::IpNet;
 use serde_json::{Value, json};
 
-use super::{KindStrategy, set_default};
+use super::{KindStrategy, Written, set_default};
 use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
+use crate::status::FieldError;
+
+const POLICY_TYPES: &[&str] = &["Ingress", "Egress"];
+/// In upstream's order for this kind (not sorted, unlike a Service's).
+const PROTOCOLS: &[&str] = &["TCP", "UDP", "SCTP"];
 
 /// The `networkpolicies` resource.
 #[derive(Debug)]
@@ -35,6 +44,114 @@ impl KindStrategy for NetworkPolicies {
                 json!(["Ingress"])
             };
             spec["policyTypes"] = types;
+        }
+    }
+
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let spec = &written.object["spec"];
+        let types = spec["policyTypes"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        if types.len() > 2 {
+            let quoted: Vec<String> = types
+                .iter()
+                .map(|t| format!("{:?}", t.as_str().unwrap_or_default()))
+                .collect();
+            errors.push(
+                FieldError::invalid(
+                    "spec.policyTypes",
+                    Value::Null,
+                    "may not specify more than two policyTypes",
+                )
+                .shown_as(format!("[]networking.PolicyType{{{}}}", quoted.join(", "))),
+            );
+        } else {
+            for (i, t) in types.iter().enumerate() {
+                let t = t.as_str().unwrap_or_default();
+                if !POLICY_TYPES.contains(&t) {
+                    errors.push(FieldError::not_supported(
+                        format!("spec.policyTypes[{i}]"),
+                        t,
+                        POLICY_TYPES,
+                    ));
+                }
+            }
+        }
+        for (direction, peers) in [("ingress", "from"), ("egress", "to")] {
+            for (i, rule) in spec[direction].as_array().into_iter().flatten().enumerate() {
+                let at = format!("spec.{direction}[{i}]");
+                for (j, port) in rule["ports"].as_array().into_iter().flatten().enumerate() {
+                    policy_port(port, &format!("{at}.ports[{j}]"), errors);
+                }
+                for (j, peer) in rule[peers].as_array().into_iter().flatten().enumerate() {
+                    policy_peer(peer, &format!("{at}.{peers}[{j}]"), errors);
+                }
+            }
+        }
+    }
+}
+
+fn policy_port(port: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    if let Some(protocol) = port["protocol"].as_str()
+        && !PROTOCOLS.contains(&protocol)
+    {
+        errors.push(FieldError::not_supported(
+            format!("{path}.protocol"),
+            protocol,
+            PROTOCOLS,
+        ));
+    }
+    crate::validation::ports::number_or_name(&port["port"], &format!("{path}.port"), errors);
+}
+
+fn policy_peer(peer: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    let set = |field: &str| !peer[field].is_null();
+    let selectors = set("podSelector") || set("namespaceSelector");
+    if !selectors && !set("ipBlock") {
+        errors.push(FieldError::required(path, "must specify a peer"));
+        return;
+    }
+    if !set("ipBlock") {
+        return;
+    }
+    if selectors {
+        errors.push(FieldError::forbidden(
+            path,
+            "may not specify both ipBlock and another peer",
+        ));
+        return;
+    }
+    let block = &peer["ipBlock"];
+    let at = format!("{path}.ipBlock");
+    let cidr = block["cidr"].as_str().unwrap_or_default();
+    if cidr.is_empty() {
+        errors.push(FieldError::required(format!("{at}.cidr"), ""));
+        return;
+    }
+    let Ok(net) = cidr.parse::<IpNet>() else {
+        errors.push(FieldError::invalid(
+            format!("{at}.cidr"),
+            cidr,
+            "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+        ));
+        return;
+    };
+    for (k, except) in block["except"].as_array().into_iter().flatten().enumerate() {
+        let text = except.as_str().unwrap_or_default();
+        let field = format!("{at}.except[{k}]");
+        match text.parse::<IpNet>() {
+            Err(_) => errors.push(FieldError::invalid(
+                field,
+                text,
+                "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+            )),
+            Ok(inner) if !(net.contains(&inner) && inner.prefix_len() > net.prefix_len()) => errors
+                .push(FieldError::invalid(
+                    field,
+                    text,
+                    "must be a strict subset of `cidr`",
+                )),
+            Ok(_) => {}
         }
     }
 }

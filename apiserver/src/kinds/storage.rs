@@ -6,8 +6,9 @@
 
 use serde_json::{Value, json};
 
-use super::{KindStrategy, NodeWrites, set_default};
+use super::{KindStrategy, NodeWrites, Written, set_default};
 use crate::registry::ResourceInfo;
+use crate::status::FieldError;
 
 /// The `storageclasses` resource.
 #[derive(Debug)]
@@ -17,6 +18,29 @@ impl KindStrategy for StorageClasses {
     fn apply_defaults(&self, _info: &ResourceInfo, object: &mut Value) {
         set_default(object, "reclaimPolicy", json!("Delete"));
         set_default(object, "volumeBindingMode", json!("Immediate"));
+    }
+
+    /// A known reclaim policy and binding mode, and a provisioner named as
+    /// a qualified name, as upstream's ValidateStorageClass.
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let object = written.object;
+        let provisioner = object["provisioner"].as_str().unwrap_or_default();
+        if provisioner.is_empty() {
+            errors.push(FieldError::required("provisioner", ""));
+        } else {
+            errors.extend(crate::validation::validate_qualified_name(
+                &provisioner.to_lowercase(),
+                "provisioner",
+            ));
+        }
+        crate::validation::one_of(object, "reclaimPolicy", &["Delete", "Retain"], "", errors);
+        crate::validation::one_of(
+            object,
+            "volumeBindingMode",
+            &["Immediate", "WaitForFirstConsumer"],
+            "",
+            errors,
+        );
     }
 }
 

@@ -15,6 +15,7 @@ pub(crate) mod ports;
 pub(crate) mod rollouts;
 mod security_contexts;
 mod security_profiles;
+mod service_policies;
 pub(crate) mod workloads;
 
 use serde_json::Value;
@@ -52,8 +53,9 @@ pub(crate) fn non_negative(spec: &Value, field: &str, errors: &mut Vec<FieldErro
 }
 
 /// `object.field`, when set, must be one of `allowed` (upstream's
-/// NotSupported at `path.field`, listing them, otherwise): the check of
-/// every optional enumerated string field.
+/// NotSupported at `path.field`, or `field` at the root when `path` is
+/// empty, listing them, otherwise): the check of every optional enumerated
+/// string field.
 pub(crate) fn one_of(
     object: &Value,
     field: &str,
@@ -64,11 +66,12 @@ pub(crate) fn one_of(
     if let Some(value) = object[field].as_str()
         && !allowed.contains(&value)
     {
-        errors.push(FieldError::not_supported(
-            format!("{path}.{field}"),
-            value,
-            allowed,
-        ));
+        let at = if path.is_empty() {
+            field.to_owned()
+        } else {
+            format!("{path}.{field}")
+        };
+        errors.push(FieldError::not_supported(at, value, allowed));
     }
 }
 

@@ -784,4 +784,5 @@ pub(crate) fn service(object: &Value, old: Option<&Value>, errors: &mut Vec<Fiel
             ));
         }
     }
+    super::service_policies::spec(spec, kind, errors);
 }

@@ -1255,3 +1255,83 @@ async fn placement_dns_and_privileges_are_checked_as_upstream() {
         assert_eq!(created["spec"][field], kept[field], "{field}");
     }
 }
+
+/// Services, Endpoints, Leases, NetworkPolicies, PriorityClasses, RBAC
+/// objects and StorageClasses are held to upstream's rules, in its words,
+/// and nothing refused is stored.
+#[tokio::test]
+async fn cluster_kinds_are_checked_as_upstream() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    let cases = [
+        (
+            "/api/v1/namespaces/default/services",
+            json!({"metadata": {"name": "s"}, "spec": {"sessionAffinity": "Sticky",
+                "externalTrafficPolicy": "Local",
+                "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 80}]}}),
+            "Service \"s\" is invalid: [spec.sessionAffinity: Unsupported value: \"Sticky\": supported values: \"ClientIP\", \"None\", \
+             spec.externalTrafficPolicy: Invalid value: \"Local\": may only be set for externally-accessible services, \
+             spec.ports[1]: Duplicate value: core.ServicePort{Name:\"\", Protocol:\"TCP\", AppProtocol:(*string)(nil), Port:80, TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}]",
+        ),
+        (
+            "/api/v1/namespaces/default/endpoints",
+            json!({"metadata": {"name": "e"}, "subsets": [{"addresses": [{"ip": "notip"}], "ports": [{"port": 80}]}]}),
+            "Endpoints \"e\" is invalid: [subsets[0].addresses[0].ip: Invalid value: \"notip\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff), \
+             subsets[0].addresses[0].ip: Invalid value: \"notip\": must be a valid IP address]",
+        ),
+        (
+            "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+            json!({"metadata": {"name": "l"}, "spec": {"leaseDurationSeconds": 0}}),
+            "Lease.coordination.k8s.io \"l\" is invalid: spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0",
+        ),
+        (
+            "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies",
+            json!({"metadata": {"name": "np"}, "spec": {"podSelector": {}, "policyTypes": ["Sideways"],
+                "ingress": [{"ports": [{"port": 70000}], "from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["192.168.0.0/16"]}}]}]}}),
+            "NetworkPolicy.networking.k8s.io \"np\" is invalid: [spec.policyTypes[0]: Unsupported value: \"Sideways\": supported values: \"Ingress\", \"Egress\", \
+             spec.ingress[0].ports[0].port: Invalid value: 70000: must be between 1 and 65535, inclusive, \
+             spec.ingress[0].from[0].ipBlock.except[0]: Invalid value: \"192.168.0.0/16\": must be a strict subset of `cidr`]",
+        ),
+        (
+            "/apis/scheduling.k8s.io/v1/priorityclasses",
+            json!({"metadata": {"name": "too-high"}, "value": 2000000000}),
+            "PriorityClass.scheduling.k8s.io \"too-high\" is invalid: value: Forbidden: maximum allowed value of a user defined priority is 1000000000",
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles",
+            json!({"metadata": {"name": "r"}, "rules": [{"verbs": [], "apiGroups": [""], "resources": ["pods"]},
+                {"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}),
+            "Role.rbac.authorization.k8s.io \"r\" is invalid: [rules[0].verbs: Required value: verbs must contain at least one value, \
+             rules[1].nonResourceURLs: Invalid value: []string{\"/healthz\"}: namespaced rules cannot apply to non-resource URLs]",
+        ),
+        (
+            "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+            json!({"metadata": {"name": "rb"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Pod", "name": "x"},
+                "subjects": [{"kind": "Robot", "name": "r2"}]}),
+            "RoleBinding.rbac.authorization.k8s.io \"rb\" is invalid: [roleRef.kind: Unsupported value: \"Pod\": supported values: \"Role\", \"ClusterRole\", \
+             subjects[0].kind: Unsupported value: \"Robot\": supported values: \"ServiceAccount\", \"User\", \"Group\"]",
+        ),
+        (
+            "/apis/storage.k8s.io/v1/storageclasses",
+            json!({"metadata": {"name": "sc"}, "provisioner": "example.com/disk", "reclaimPolicy": "Keep"}),
+            "StorageClass.storage.k8s.io \"sc\" is invalid: reclaimPolicy: Unsupported value: \"Keep\": supported values: \"Delete\", \"Retain\"",
+        ),
+    ];
+    for (path, object, message) in cases {
+        invalid(s.post(path, object).await, message);
+    }
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+
+    // What keeps the rules is stored.
+    s.created(
+        "/api/v1/namespaces/default/services",
+        json!({"metadata": {"name": "ok"}, "spec": {"type": "NodePort", "externalTrafficPolicy": "Local",
+            "sessionAffinity": "ClientIP", "ports": [{"name": "tcp", "port": 53}, {"name": "udp", "port": 53, "protocol": "UDP"}]}}),
+    )
+    .await;
+    s.created(
+        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+        json!({"metadata": {"name": "urls"}, "rules": [{"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]}),
+    )
+    .await;
+}

@@ -1,0 +1,158 @@
+//! How a Service spreads and keeps its traffic, as upstream's ValidateService
+//! rules it: a known `sessionAffinity` whose config (a timeout of 1–86400
+//! seconds) is there only for `ClientIP`; an `externalTrafficPolicy` only on
+//! a Service reachable from outside (node ports, a load balancer or external
+//! IPs); known internal and external policies; and no (protocol, port) pair
+//! twice.
+
+use serde_json::Value;
+
+use crate::status::FieldError;
+
+const AFFINITIES: &[&str] = &["ClientIP", "None"];
+const TRAFFIC_POLICIES: &[&str] = &["Cluster", "Local"];
+/// Longest sticky session upstream allows, in seconds.
+const MAX_AFFINITY_SECONDS: i64 = 86_400;
+
+/// Checks the Service spec `spec` (its type already checked, `kind`).
+pub(crate) fn spec(spec: &Value, kind: &str, errors: &mut Vec<FieldError>) {
+    let affinity = spec["sessionAffinity"].as_str().unwrap_or("None");
+    if !AFFINITIES.contains(&affinity) {
+        errors.push(FieldError::not_supported(
+            "spec.sessionAffinity",
+            affinity,
+            AFFINITIES,
+        ));
+    }
+    let config = &spec["sessionAffinityConfig"];
+    if affinity == "None" && !config.is_null() {
+        errors.push(FieldError::forbidden(
+            "spec.sessionAffinityConfig",
+            "must not be set when session affinity is None",
+        ));
+    }
+    if affinity == "ClientIP"
+        && let Some(timeout) = config["clientIP"]["timeoutSeconds"].as_i64()
+        && !(1..=MAX_AFFINITY_SECONDS).contains(&timeout)
+    {
+        errors.push(FieldError::invalid(
+            "spec.sessionAffinityConfig.clientIP.timeoutSeconds",
+            timeout,
+            format!("must be greater than 0 and less than {MAX_AFFINITY_SECONDS}"),
+        ));
+    }
+    let external_ips = spec["externalIPs"]
+        .as_array()
+        .is_some_and(|ips| !ips.is_empty());
+    let reachable =
+        matches!(kind, "NodePort" | "LoadBalancer") || (kind == "ClusterIP" && external_ips);
+    if let Some(policy) = spec["externalTrafficPolicy"]
+        .as_str()
+        .filter(|p| !p.is_empty())
+    {
+        if !reachable {
+            errors.push(FieldError::invalid(
+                "spec.externalTrafficPolicy",
+                policy,
+                "may only be set for externally-accessible services",
+            ));
+        } else if !TRAFFIC_POLICIES.contains(&policy) {
+            errors.push(FieldError::not_supported(
+                "spec.externalTrafficPolicy",
+                policy,
+                TRAFFIC_POLICIES,
+            ));
+        }
+    }
+    super::one_of(
+        spec,
+        "internalTrafficPolicy",
+        TRAFFIC_POLICIES,
+        "spec",
+        errors,
+    );
+    let mut seen: Vec<(&str, i64)> = Vec::new();
+    for (i, port) in spec["ports"].as_array().into_iter().flatten().enumerate() {
+        let protocol = port["protocol"].as_str().unwrap_or("TCP");
+        let number = port["port"].as_i64().unwrap_or_default();
+        if seen.contains(&(protocol, number)) {
+            // Upstream shows the pair as Go prints the port struct it keys by.
+            errors.push(
+                FieldError::duplicate(format!("spec.ports[{i}]"), Value::Null).shown_as(format!(
+                    "core.ServicePort{{Name:\"\", Protocol:\"{protocol}\", AppProtocol:(*string)(nil), \
+                     Port:{number}, TargetPort:intstr.IntOrString{{Type:0, IntVal:0, StrVal:\"\"}}, NodePort:0}}"
+                )),
+            );
+        } else {
+            seen.push((protocol, number));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rendered(object: Value, kind: &str) -> Vec<String> {
+        let mut errors = Vec::new();
+        spec(&object, kind, &mut errors);
+        errors.iter().map(FieldError::render).collect()
+    }
+
+    #[test]
+    fn affinity_and_traffic_policies_are_checked() {
+        assert_eq!(
+            rendered(
+                json!({"sessionAffinity": "Sticky", "externalTrafficPolicy": "Local",
+                    "internalTrafficPolicy": "Nearest"}),
+                "ClusterIP"
+            ),
+            [
+                "spec.sessionAffinity: Unsupported value: \"Sticky\": supported values: \"ClientIP\", \"None\"",
+                "spec.externalTrafficPolicy: Invalid value: \"Local\": may only be set for externally-accessible services",
+                "spec.internalTrafficPolicy: Unsupported value: \"Nearest\": supported values: \"Cluster\", \"Local\"",
+            ]
+        );
+        assert_eq!(
+            rendered(
+                json!({"sessionAffinity": "None", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 5}}}),
+                "ClusterIP"
+            ),
+            [
+                "spec.sessionAffinityConfig: Forbidden: must not be set when session affinity is None"
+            ]
+        );
+        assert_eq!(
+            rendered(
+                json!({"sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 0}},
+                    "externalTrafficPolicy": "Local"}),
+                "NodePort"
+            ),
+            [
+                "spec.sessionAffinityConfig.clientIP.timeoutSeconds: Invalid value: 0: must be greater than 0 and less than 86400"
+            ]
+        );
+        assert!(
+            rendered(
+                json!({"externalTrafficPolicy": "Local", "externalIPs": ["192.0.2.1"]}),
+                "ClusterIP"
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_protocol_and_port_pair_is_served_once() {
+        assert_eq!(
+            rendered(
+                json!({"ports": [{"name": "a", "port": 80}, {"name": "b", "port": 80, "protocol": "UDP"},
+                    {"name": "c", "port": 80, "protocol": "TCP"}]}),
+                "ClusterIP"
+            ),
+            [
+                "spec.ports[2]: Duplicate value: core.ServicePort{Name:\"\", Protocol:\"TCP\", AppProtocol:(*string)(nil), Port:80, TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:\"\"}, NodePort:0}"
+            ]
+        );
+    }
+}
