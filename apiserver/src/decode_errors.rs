@@ -6,7 +6,8 @@
 //! nor the type.
 //!
 //! Only a failed decode pays: the typed decode runs again noting where it
-//! stopped, and the kind's OpenAPI schema is walked along that path to find
+//! stopped, and the kind's OpenAPI schema (made on the kind's first failure
+//! and kept) is walked along that path to find
 //! what Go would name: the innermost struct holding the field, the field
 //! path from the root (map keys and list indices left out, as Go leaves
 //! them), and the Go type the value should have had. Where the schema cannot
@@ -39,11 +40,10 @@ pub(crate) fn explain<T: DeserializeOwned>(
     value: &Value,
 ) -> Option<String> {
     let failed = serde_path_to_error::deserialize::<_, T>(value).err()?;
-    let (root, definitions) = crate::openapi::kind_definitions(group, version, kind)?;
-    let schema = Schemas {
-        definitions: &definitions,
-    };
-    schema.explain(&root, value, failed.path())
+    let made = crate::openapi::kind_definitions(group, version, kind)?;
+    let (root, definitions) = made.as_ref();
+    let schema = Schemas { definitions };
+    schema.explain(root, value, failed.path())
 }
 
 /// A kind's schema definitions, by name, with `#/definitions/` references.

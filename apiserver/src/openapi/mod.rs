@@ -22,18 +22,31 @@ use crate::registry::Registry;
 use crate::server::Inner;
 use crate::status::ApiError;
 
+/// A built-in kind's schema name and the v2 definitions it reaches.
+pub(crate) type KindDefinitions = (String, serde_json::Map<String, serde_json::Value>);
+
 /// A built-in kind's schema name (`io.k8s.api.core.v1.Pod`) and the v2
 /// definitions it reaches (`#/definitions/` references); `None` for a kind
-/// k8s-openapi has no schema of. Made afresh: only a body that failed to
-/// decode asks (`decode_errors`).
+/// k8s-openapi has no schema of. Only a body that failed to decode asks
+/// (`decode_errors`); each kind's are made on its first failure and kept,
+/// so a client sending bad bodies does not make the server generate
+/// schemas over and over.
 pub(crate) fn kind_definitions(
     group: &str,
     version: &str,
     kind: &str,
-) -> Option<(String, serde_json::Map<String, serde_json::Value>)> {
-    let mut set = schemas::SchemaSet::new(schemas::Dialect::V2);
-    let name = set.add_kind(group, version, kind)?;
-    Some((name, set.finish()))
+) -> Option<Arc<KindDefinitions>> {
+    type Made = std::collections::HashMap<(String, String, String), Option<Arc<KindDefinitions>>>;
+    static MADE: std::sync::OnceLock<Mutex<Made>> = std::sync::OnceLock::new();
+    let key = (group.to_owned(), version.to_owned(), kind.to_owned());
+    let mut made = MADE.get_or_init(Default::default).lock();
+    made.entry(key)
+        .or_insert_with(|| {
+            let mut set = schemas::SchemaSet::new(schemas::Dialect::V2);
+            let name = set.add_kind(group, version, kind)?;
+            Some(Arc::new((name, set.finish())))
+        })
+        .clone()
 }
 
 /// The media type clients ask for gnostic's protobuf OpenAPI v2 document by.
