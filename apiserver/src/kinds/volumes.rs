@@ -1,8 +1,9 @@
 //! PersistentVolumes and PersistentVolumeClaims: both start Pending, a
 //! claim protected from deletion while in use and a volume while bound; their
 //! defaults (a claim's spec also where it is a template: StatefulSets'
-//! volumeClaimTemplates, pods' ephemeral volumes), and what an update of a
-//! claim's spec may change.
+//! volumeClaimTemplates, pods' ephemeral volumes), what an update of a
+//! claim's spec may change, and what a volume must say (access modes, a
+//! capacity, a reclaim policy, one source).
 
 use serde_json::{Value, json};
 use skiff_common::amount::Amount;
@@ -40,7 +41,80 @@ impl KindStrategy for PersistentVolumes {
         set_default(spec, "volumeMode", json!("Filesystem"));
         default_volume_source(spec);
     }
+
+    /// Access modes, a capacity, a known reclaim policy and exactly one
+    /// source, as upstream's ValidatePersistentVolumeSpec.
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        if written.status_only() {
+            return;
+        }
+        let spec = &written.object["spec"];
+        let modes = spec["accessModes"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        if modes.is_empty() {
+            errors.push(FieldError::required("spec.accessModes", ""));
+        }
+        for mode in modes {
+            let mode = mode.as_str().unwrap_or_default();
+            if !ACCESS_MODES.contains(&mode) {
+                errors.push(FieldError::not_supported(
+                    "spec.accessModes",
+                    mode,
+                    ACCESS_MODES,
+                ));
+            }
+        }
+        if spec["capacity"].as_object().is_none_or(|c| c.is_empty()) {
+            errors.push(FieldError::required("spec.capacity", ""));
+        }
+        crate::validation::one_of(
+            spec,
+            "persistentVolumeReclaimPolicy",
+            &["Delete", "Recycle", "Retain"],
+            "spec",
+            errors,
+        );
+        let mut sources = PV_SOURCES.iter().filter(|s| !spec[**s].is_null());
+        match sources.next() {
+            None => errors.push(FieldError::required("spec", "must specify a volume type")),
+            Some(_) => {
+                for extra in sources {
+                    errors.push(FieldError::forbidden(
+                        format!("spec.{extra}"),
+                        "may not specify more than 1 volume type",
+                    ));
+                }
+            }
+        }
+    }
 }
+
+/// A PersistentVolume's sources, in the order upstream checks them.
+const PV_SOURCES: &[&str] = &[
+    "hostPath",
+    "gcePersistentDisk",
+    "awsElasticBlockStore",
+    "glusterfs",
+    "flocker",
+    "nfs",
+    "rbd",
+    "quobyte",
+    "cinder",
+    "cephfs",
+    "fc",
+    "flexVolume",
+    "azureFile",
+    "vsphereVolume",
+    "azureDisk",
+    "photonPersistentDisk",
+    "portworxVolume",
+    "scaleIO",
+    "local",
+    "storageos",
+    "csi",
+    "iscsi",
+];
 
 named_kind! {
     /// Core `persistentvolumeclaims`.

@@ -111,10 +111,26 @@ impl KindStrategy for AppsWorkload {
             return;
         }
         checks::workload(object, self.selector, errors);
+        always_restarts(object, errors);
         (self.spec_checks)(&object["spec"], errors);
         if let Some(old) = old {
             (self.update)(old, object, errors);
         }
+    }
+}
+
+/// The pods of a workload that keeps them running restart always, as
+/// upstream's ValidatePodTemplateSpecForReplicaSet (and its siblings) rule.
+fn always_restarts(object: &Value, errors: &mut Vec<FieldError>) {
+    let policy = object["spec"]["template"]["spec"]["restartPolicy"]
+        .as_str()
+        .unwrap_or("Always");
+    if policy != "Always" {
+        errors.push(FieldError::not_supported(
+            "spec.template.spec.restartPolicy",
+            policy,
+            &["Always"],
+        ));
     }
 }
 
@@ -177,6 +193,7 @@ impl KindStrategy for ReplicationControllers {
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
         if !written.status_only() {
             checks::replication_controller(written.object, errors);
+            always_restarts(written.object, errors);
         }
     }
 

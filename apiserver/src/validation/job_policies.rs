@@ -1,4 +1,5 @@
-//! The rules a Job runs by, checked as upstream checks them: its
+//! The rules a Job runs by, checked as upstream checks them: a known
+//! completion mode (Indexed with a count of completions), its
 //! `podFailurePolicy` (actions, exit-code operators and values, only with
 //! pods that are never restarted in place), the per-index backoff
 //! (`backoffLimitPerIndex`, `maxFailedIndexes`) and `successPolicy`, which
@@ -14,7 +15,20 @@ const OPERATORS: &[&str] = &["In", "NotIn"];
 /// Checks the Job spec `spec`, found at `path` (`spec` in a Job,
 /// `spec.jobTemplate.spec` in a CronJob).
 pub(crate) fn validate(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    super::one_of(
+        spec,
+        "completionMode",
+        &["NonIndexed", "Indexed"],
+        path,
+        errors,
+    );
     let indexed = spec["completionMode"] == "Indexed";
+    if indexed && spec["completions"].is_null() {
+        errors.push(FieldError::required(
+            format!("{path}.completions"),
+            "when completion mode is Indexed",
+        ));
+    }
     let needs_index = |field: &str, errors: &mut Vec<FieldError>| {
         let value = &spec[field];
         if !value.is_null() && !indexed {

@@ -103,8 +103,8 @@ pub(crate) fn daemon_set(spec: &Value, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// A StatefulSet's `spec`: its update strategy, pod management policy and
-/// counters.
+/// A StatefulSet's `spec`: its update strategy, pod management policy,
+/// claim retention policy and counters.
 pub(crate) fn stateful_set(spec: &Value, errors: &mut Vec<FieldError>) {
     for field in ["minReadySeconds", "revisionHistoryLimit"] {
         non_negative(spec, field, errors);
@@ -117,6 +117,15 @@ pub(crate) fn stateful_set(spec: &Value, errors: &mut Vec<FieldError>) {
             policy,
             &["OrderedReady", "Parallel"],
         ));
+    }
+    for when in ["whenDeleted", "whenScaled"] {
+        super::one_of(
+            &spec["persistentVolumeClaimRetentionPolicy"],
+            when,
+            &["Delete", "Retain"],
+            "spec.persistentVolumeClaimRetentionPolicy",
+            errors,
+        );
     }
     let strategy = &spec["updateStrategy"];
     let rolling = &strategy["rollingUpdate"];

@@ -1335,3 +1335,60 @@ async fn cluster_kinds_are_checked_as_upstream() {
     )
     .await;
 }
+
+/// Workloads that keep their pods running restart them always; a Job names
+/// a known completion mode, and an Indexed one with a parallelism its
+/// completions (with neither, both default to 1); a
+/// StatefulSet a known claim retention; a PersistentVolume its access
+/// modes, capacity, reclaim policy and one source — as upstream rules.
+#[tokio::test]
+async fn workload_and_volume_rules_are_checked_as_upstream() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    let template = |restart: &str| {
+        json!({"metadata": {"labels": {"app": "a"}}, "spec": {"restartPolicy": restart,
+            "containers": [{"name": "c", "image": "i"}]}})
+    };
+    let cases = [
+        (
+            "/apis/apps/v1/namespaces/default/deployments",
+            json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"app": "a"}},
+                "template": template("OnFailure")}}),
+            "Deployment.apps \"d\" is invalid: spec.template.spec.restartPolicy: Unsupported value: \"OnFailure\": supported values: \"Always\"",
+        ),
+        (
+            "/apis/batch/v1/namespaces/default/jobs",
+            json!({"metadata": {"name": "j"}, "spec": {"completionMode": "Sometimes", "template": template("Never")}}),
+            "Job.batch \"j\" is invalid: spec.completionMode: Unsupported value: \"Sometimes\": supported values: \"NonIndexed\", \"Indexed\"",
+        ),
+        (
+            "/apis/batch/v1/namespaces/default/jobs",
+            json!({"metadata": {"name": "j"}, "spec": {"completionMode": "Indexed", "parallelism": 2,
+                "template": template("Never")}}),
+            "Job.batch \"j\" is invalid: spec.completions: Required value: when completion mode is Indexed",
+        ),
+        (
+            "/apis/apps/v1/namespaces/default/statefulsets",
+            json!({"metadata": {"name": "ss"}, "spec": {"selector": {"matchLabels": {"app": "a"}},
+                "persistentVolumeClaimRetentionPolicy": {"whenDeleted": "Keep"}, "template": template("Always")}}),
+            "StatefulSet.apps \"ss\" is invalid: spec.persistentVolumeClaimRetentionPolicy.whenDeleted: Unsupported value: \"Keep\": supported values: \"Delete\", \"Retain\"",
+        ),
+        (
+            "/api/v1/persistentvolumes",
+            json!({"metadata": {"name": "pv"}, "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                "persistentVolumeReclaimPolicy": "Keep"}}),
+            "PersistentVolume \"pv\" is invalid: [spec.persistentVolumeReclaimPolicy: Unsupported value: \"Keep\": supported values: \"Delete\", \"Recycle\", \"Retain\", \
+             spec: Required value: must specify a volume type]",
+        ),
+    ];
+    for (path, object, message) in cases {
+        invalid(s.post(path, object).await, message);
+    }
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+    s.created(
+        "/api/v1/persistentvolumes",
+        json!({"metadata": {"name": "pv"}, "spec": {"capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"}}}),
+    )
+    .await;
+}
