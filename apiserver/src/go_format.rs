@@ -13,6 +13,14 @@ pub(crate) fn go_quoted_list(list: &[String]) -> String {
     format!("[{}]", items.join(" "))
 }
 
+/// A slice of strings (or of a named string type, `elem`) as Go's `%#v`
+/// prints it: `[]string{"a", "b"}`, as upstream shows a whole list in an
+/// Invalid message.
+pub(crate) fn go_string_slice<'a>(elem: &str, items: impl IntoIterator<Item = &'a str>) -> String {
+    let quoted: Vec<String> = items.into_iter().map(go_quote).collect();
+    format!("[]{elem}{{{}}}", quoted.join(", "))
+}
+
 /// A decoded JSON value as Go's `%v` prints the `map[string]interface{}`
 /// it unmarshals into: `map[a:1 b:[x y]]`, keys sorted, strings bare,
 /// null as `<nil>`.

@@ -53,17 +53,17 @@ impl KindStrategy for NetworkPolicies {
             .as_array()
             .map_or(&[][..], Vec::as_slice);
         if types.len() > 2 {
-            let quoted: Vec<String> = types
-                .iter()
-                .map(|t| format!("{:?}", t.as_str().unwrap_or_default()))
-                .collect();
+            let shown = crate::go_format::go_string_slice(
+                "networking.PolicyType",
+                types.iter().map(|t| t.as_str().unwrap_or_default()),
+            );
             errors.push(
                 FieldError::invalid(
                     "spec.policyTypes",
                     Value::Null,
                     "may not specify more than two policyTypes",
                 )
-                .shown_as(format!("[]networking.PolicyType{{{}}}", quoted.join(", "))),
+                .shown_as(shown),
             );
         } else {
             for (i, t) in types.iter().enumerate() {

@@ -48,11 +48,10 @@ impl KindStrategy for Rbac {
 
 /// Upstream's `%#v` of a `[]string`.
 fn go_strings(list: &[Value]) -> String {
-    let quoted: Vec<String> = list
-        .iter()
-        .map(|v| format!("{:?}", v.as_str().unwrap_or_default()))
-        .collect();
-    format!("[]string{{{}}}", quoted.join(", "))
+    crate::go_format::go_string_slice(
+        "string",
+        list.iter().map(|v| v.as_str().unwrap_or_default()),
+    )
 }
 
 fn rules(role: &Value, namespaced: bool, errors: &mut Vec<FieldError>) {

@@ -155,3 +155,12 @@ fn validate_metadata(info: &ResourceInfo, object: &Value, old: Option<&Value>) -
     }
     errors
 }
+
+/// What a pod-spec check (`check(spec, "spec", errors)`) says of `spec`, as
+/// rendered messages: the form the checks' tests compare.
+#[cfg(test)]
+pub(crate) fn rendered(check: fn(&Value, &str, &mut Vec<FieldError>), spec: Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    check(&spec, "spec", &mut errors);
+    errors.iter().map(FieldError::render).collect()
+}

@@ -18,8 +18,7 @@ const NOT_AN_IP: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8:
 
 /// Go's `%#v` of a `[]string`: what upstream shows of a whole list.
 fn go_strings(list: &[&str]) -> String {
-    let quoted: Vec<String> = list.iter().map(|s| format!("{s:?}")).collect();
-    format!("[]string{{{}}}", quoted.join(", "))
+    crate::go_format::go_string_slice("string", list.iter().copied())
 }
 
 fn ip(value: &str, path: &str, errors: &mut Vec<FieldError>) {
@@ -146,9 +145,7 @@ mod tests {
     use serde_json::json;
 
     fn rendered(spec: Value) -> Vec<String> {
-        let mut errors = Vec::new();
-        pod_spec(&spec, "spec", &mut errors);
-        errors.iter().map(FieldError::render).collect()
+        crate::validation::rendered(pod_spec, spec)
     }
 
     #[test]

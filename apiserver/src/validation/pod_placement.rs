@@ -141,40 +141,7 @@ fn node_selector_term(term: &Value, path: &str, check_values: bool, errors: &mut
         .enumerate()
     {
         let at = format!("{path}.matchExpressions[{j}]");
-        let values = rq["values"].as_array().map_or(&[][..], Vec::as_slice);
-        let operator = rq["operator"].as_str().unwrap_or_default();
-        match operator {
-            "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required(
-                format!("{at}.values"),
-                "must be specified when `operator` is 'In' or 'NotIn'",
-            )),
-            "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::forbidden(
-                format!("{at}.values"),
-                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-            )),
-            "Gt" | "Lt" if values.len() != 1 => errors.push(FieldError::required(
-                format!("{at}.values"),
-                "must be specified single value when `operator` is 'Lt' or 'Gt'",
-            )),
-            "In" | "NotIn" | "Exists" | "DoesNotExist" | "Gt" | "Lt" => {}
-            other => errors.push(FieldError::invalid(
-                format!("{at}.operator"),
-                other,
-                "not a valid selector operator",
-            )),
-        }
-        errors.extend(validate_qualified_name(
-            rq["key"].as_str().unwrap_or_default(),
-            &format!("{at}.key"),
-        ));
-        if check_values {
-            for (k, value) in values.iter().enumerate() {
-                errors.extend(validate_label_value(
-                    value.as_str().unwrap_or_default(),
-                    &format!("{at}.values[{k}]"),
-                ));
-            }
-        }
+        super::workloads::selector_requirement(rq, &at, true, check_values, errors);
     }
 }
 
@@ -287,9 +254,7 @@ mod tests {
     use serde_json::json;
 
     fn rendered(spec: Value) -> Vec<String> {
-        let mut errors = Vec::new();
-        pod_spec(&spec, "spec", &mut errors);
-        errors.iter().map(FieldError::render).collect()
+        crate::validation::rendered(pod_spec, spec)
     }
 
     #[test]

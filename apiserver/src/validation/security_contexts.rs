@@ -144,9 +144,7 @@ mod tests {
     use serde_json::json;
 
     fn rendered(spec: Value) -> Vec<String> {
-        let mut errors = Vec::new();
-        pod_spec(&spec, "spec", &mut errors);
-        errors.iter().map(FieldError::render).collect()
+        crate::validation::rendered(pod_spec, spec)
     }
 
     #[test]

@@ -591,27 +591,48 @@ pub(crate) fn label_selector(selector: &Value, path: &str, errors: &mut Vec<Fiel
     let expressions = selector["matchExpressions"].as_array();
     for (i, expr) in expressions.into_iter().flatten().enumerate() {
         let at = format!("{path}.matchExpressions[{i}]");
-        let values = expr["values"].as_array().map_or(&[][..], Vec::as_slice);
-        match expr["operator"].as_str().unwrap_or_default() {
-            "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required(
-                format!("{at}.values"),
-                "must be specified when `operator` is 'In' or 'NotIn'",
-            )),
-            "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::forbidden(
-                format!("{at}.values"),
-                "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
-            )),
-            "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
-            other => errors.push(FieldError::invalid(
-                format!("{at}.operator"),
-                other,
-                "not a valid selector operator",
-            )),
-        }
-        errors.extend(validate_qualified_name(
-            expr["key"].as_str().unwrap_or_default(),
-            &format!("{at}.key"),
-        ));
+        selector_requirement(expr, &at, false, true, errors);
+    }
+}
+
+/// One requirement of a label selector (or, with `ordered`, of a node
+/// selector, which also takes `Gt` and `Lt`) at `at`: the values its
+/// operator needs, its key, and (with `check_values`) each value a label
+/// value, as upstream's selector and node selector validation word them.
+pub(crate) fn selector_requirement(
+    expr: &Value,
+    at: &str,
+    ordered: bool,
+    check_values: bool,
+    errors: &mut Vec<FieldError>,
+) {
+    let values = expr["values"].as_array().map_or(&[][..], Vec::as_slice);
+    match expr["operator"].as_str().unwrap_or_default() {
+        "In" | "NotIn" if values.is_empty() => errors.push(FieldError::required(
+            format!("{at}.values"),
+            "must be specified when `operator` is 'In' or 'NotIn'",
+        )),
+        "Exists" | "DoesNotExist" if !values.is_empty() => errors.push(FieldError::forbidden(
+            format!("{at}.values"),
+            "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+        )),
+        "Gt" | "Lt" if ordered && values.len() != 1 => errors.push(FieldError::required(
+            format!("{at}.values"),
+            "must be specified single value when `operator` is 'Lt' or 'Gt'",
+        )),
+        "In" | "NotIn" | "Exists" | "DoesNotExist" => {}
+        "Gt" | "Lt" if ordered => {}
+        other => errors.push(FieldError::invalid(
+            format!("{at}.operator"),
+            other,
+            "not a valid selector operator",
+        )),
+    }
+    errors.extend(validate_qualified_name(
+        expr["key"].as_str().unwrap_or_default(),
+        &format!("{at}.key"),
+    ));
+    if check_values {
         for (j, value) in values.iter().enumerate() {
             errors.extend(validate_label_value(
                 value.as_str().unwrap_or_default(),
