@@ -114,6 +114,20 @@ fn node_affinity(affinity: &Value, path: &str, errors: &mut Vec<FieldError>) {
             node_selector_term(term, &format!("{terms_path}[{i}]"), true, errors);
         }
     }
+    preferred_terms(affinity, path, "preference", errors, |term, at, errors| {
+        node_selector_term(term, at, false, errors)
+    });
+}
+
+/// The weighted terms of an affinity at `path`: each weight 1–100, and the
+/// term under `field` checked by `check`.
+fn preferred_terms(
+    affinity: &Value,
+    path: &str,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+    check: impl Fn(&Value, &str, &mut Vec<FieldError>),
+) {
     let preferred = format!("{path}.preferredDuringSchedulingIgnoredDuringExecution");
     for (i, term) in affinity["preferredDuringSchedulingIgnoredDuringExecution"]
         .as_array()
@@ -122,12 +136,7 @@ fn node_affinity(affinity: &Value, path: &str, errors: &mut Vec<FieldError>) {
         .enumerate()
     {
         weight(&term["weight"], &format!("{preferred}[{i}].weight"), errors);
-        node_selector_term(
-            &term["preference"],
-            &format!("{preferred}[{i}].preference"),
-            false,
-            errors,
-        );
+        check(&term[field], &format!("{preferred}[{i}].{field}"), errors);
     }
 }
 
@@ -161,20 +170,7 @@ fn pod_affinity(affinity: &Value, path: &str, errors: &mut Vec<FieldError>) {
     {
         pod_affinity_term(term, &format!("{required}[{i}]"), errors);
     }
-    let preferred = format!("{path}.preferredDuringSchedulingIgnoredDuringExecution");
-    for (i, term) in affinity["preferredDuringSchedulingIgnoredDuringExecution"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        weight(&term["weight"], &format!("{preferred}[{i}].weight"), errors);
-        pod_affinity_term(
-            &term["podAffinityTerm"],
-            &format!("{preferred}[{i}].podAffinityTerm"),
-            errors,
-        );
-    }
+    preferred_terms(affinity, path, "podAffinityTerm", errors, pod_affinity_term);
 }
 
 fn pod_affinity_term(term: &Value, path: &str, errors: &mut Vec<FieldError>) {
