@@ -30,6 +30,17 @@ const TIMES: &[&str] = &[
     "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime",
 ];
 
+/// `value` decoded into the built-in kind's type `T`, or why it does not in
+/// upstream's words (serde's where the schema cannot say): the one typed
+/// decode of a written body, for the registry's round trip and the reviews.
+pub(crate) fn decode<T: k8s_openapi::Resource + DeserializeOwned>(
+    value: &Value,
+) -> Result<T, String> {
+    T::deserialize(value).map_err(|e| {
+        explain::<T>(T::GROUP, T::VERSION, T::KIND, value).unwrap_or_else(|| e.to_string())
+    })
+}
+
 /// Upstream's message for why `value` does not decode into `T`, the type of
 /// the built-in kind `group/version, Kind=kind`; `None` when `T` decodes it
 /// or the schema cannot say where it fails.

@@ -5,8 +5,6 @@
 //! Endpoints they succeed live here too: their ports speak TCP unless they
 //! say otherwise, and their addresses are IP addresses.
 
-use std::net::IpAddr;
-
 use serde_json::{Map, Value, json};
 
 use super::{KindStrategy, Written, changed_outside_metadata, set_default};
@@ -88,12 +86,11 @@ impl KindStrategy for Endpoints {
 /// link-local addresses; skiff does not, since a single-node cluster bound
 /// to loopback has its API server's and host-network pods' endpoints there.
 fn endpoint_ip(text: &str, path: &str, errors: &mut Vec<FieldError>) {
-    if text.parse::<IpAddr>().is_err() {
-        for detail in [
-            "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+    if !crate::validation::ip_address(text, path, errors) {
+        errors.push(FieldError::invalid(
+            path,
+            text,
             "must be a valid IP address",
-        ] {
-            errors.push(FieldError::invalid(path, text, detail));
-        }
+        ));
     }
 }

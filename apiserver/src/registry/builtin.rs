@@ -32,10 +32,7 @@ impl ScopeFlag for ClusterResourceScope {
 
 fn roundtrip<T: Resource + Serialize + DeserializeOwned>(value: &Value) -> Result<Value, String> {
     // Deserialising from the borrowed value spares a deep copy of the object.
-    let typed = T::deserialize(value).map_err(|e| {
-        crate::decode_errors::explain::<T>(T::GROUP, T::VERSION, T::KIND, value)
-            .unwrap_or_else(|| e.to_string())
-    })?;
+    let typed: T = crate::decode_errors::decode(value)?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 

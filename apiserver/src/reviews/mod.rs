@@ -77,11 +77,8 @@ fn decode<T: k8s_openapi::Resource + DeserializeOwned>(
     ctx: &Ctx,
     object: Value,
 ) -> Result<T, ApiError> {
-    T::deserialize(&object).map_err(|e| {
-        let words = crate::decode_errors::explain::<T>(T::GROUP, T::VERSION, T::KIND, &object)
-            .unwrap_or_else(|| e.to_string());
-        crate::handlers::create::cannot_handle(ctx.info(), &words)
-    })
+    crate::decode_errors::decode(&object)
+        .map_err(|words| crate::handlers::create::cannot_handle(ctx.info(), &words))
 }
 
 /// The JSON answer.

@@ -52,6 +52,19 @@ pub(crate) fn non_negative(spec: &Value, field: &str, errors: &mut Vec<FieldErro
     }
 }
 
+/// `text` at `path` is an IP address (upstream's IsValidIP); whether it is.
+pub(crate) fn ip_address(text: &str, path: &str, errors: &mut Vec<FieldError>) -> bool {
+    let valid = text.parse::<std::net::IpAddr>().is_ok();
+    if !valid {
+        errors.push(FieldError::invalid(
+            path,
+            text,
+            "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+        ));
+    }
+    valid
+}
+
 /// `object.field`, when set, must be one of `allowed` (upstream's
 /// NotSupported at `path.field`, or `field` at the root when `path` is
 /// empty, listing them, otherwise): the check of every optional enumerated

@@ -4,8 +4,6 @@
 //! search domains, 2048 characters together, each a DNS subdomain; named
 //! options; and host aliases of an IP address and DNS subdomains.
 
-use std::net::IpAddr;
-
 use serde_json::Value;
 
 use super::{NameRule, validate_name};
@@ -14,17 +12,10 @@ use crate::status::FieldError;
 const MAX_NAMESERVERS: usize = 3;
 const MAX_SEARCHES: usize = 32;
 const MAX_SEARCH_CHARS: usize = 2048;
-const NOT_AN_IP: &str = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)";
 
 /// Go's `%#v` of a `[]string`: what upstream shows of a whole list.
 fn go_strings(list: &[&str]) -> String {
     crate::go_format::go_string_slice("string", list.iter().copied())
-}
-
-fn ip(value: &str, path: &str, errors: &mut Vec<FieldError>) {
-    if value.parse::<IpAddr>().is_err() {
-        errors.push(FieldError::invalid(path, value, NOT_AN_IP));
-    }
 }
 
 fn strings(list: &Value) -> Vec<&str> {
@@ -45,7 +36,7 @@ pub(crate) fn pod_spec(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
         .enumerate()
     {
         let at = format!("{path}.hostAliases[{i}]");
-        ip(
+        super::ip_address(
             alias["ip"].as_str().unwrap_or_default(),
             &format!("{at}.ip"),
             errors,
@@ -90,7 +81,7 @@ fn dns_config(spec: &Value, path: &str, errors: &mut Vec<FieldError>) {
         );
     }
     for (i, server) in nameservers.iter().enumerate() {
-        ip(server, &format!("{path}.nameservers[{i}]"), errors);
+        super::ip_address(server, &format!("{path}.nameservers[{i}]"), errors);
     }
     let searches = strings(&config["searches"]);
     if searches.len() > MAX_SEARCHES {
