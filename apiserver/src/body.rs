@@ -53,12 +53,18 @@ pub(crate) fn content_type(headers: &HeaderMap) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
+/// The Go type upstream's decoder reads a body's kind into, as Go prints it.
+const FIND_KIND_GO_TYPE: &str = "struct { APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }";
+
 /// Decodes an object body (create, update, subresource posts).
 pub(crate) fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError> {
     let value: Value = match content_type(headers).as_deref() {
         None | Some("application/json") | Some("*/*") => {
             serde_json::from_slice(bytes).map_err(|e| {
-                ApiError::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
+                let why = crate::go_json::syntax_error(bytes).unwrap_or_else(|| e.to_string());
+                ApiError::BadRequest(format!(
+                    "couldn't get version/kind; json parse error: {why}"
+                ))
             })?
         }
         Some("application/yaml") | Some("application/x-yaml") | Some("text/yaml") => {
@@ -72,10 +78,18 @@ pub(crate) fn decode_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, 
             .map_err(|e| ApiError::BadRequest(e.to_string()))?,
         Some(_) => return Err(ApiError::UnsupportedMediaType(OBJECT_MEDIA_TYPES.into())),
     };
+    // Go decodes `null` into an object as nothing at all.
+    let value = if value.is_null() {
+        Value::Object(serde_json::Map::new())
+    } else {
+        value
+    };
     if !value.is_object() {
-        return Err(ApiError::BadRequest(
-            "couldn't get version/kind; json parse error: the body is not a JSON object".into(),
-        ));
+        // Upstream reads the kind into this Go struct first.
+        let why = crate::go_json::cannot_unmarshal(&value, FIND_KIND_GO_TYPE);
+        return Err(ApiError::BadRequest(format!(
+            "couldn't get version/kind; json parse error: {why}"
+        )));
     }
     Ok(value)
 }

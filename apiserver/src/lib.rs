@@ -39,6 +39,7 @@ pub(crate) mod flowcontrol;
 #[doc(hidden)]
 pub mod fuzzing;
 mod go_format;
+mod go_json;
 mod handlers;
 mod health;
 mod key_locks;

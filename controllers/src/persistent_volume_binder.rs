@@ -176,14 +176,16 @@ impl Reconciler for Syncer {
                 self.events.normal(
                     &object_reference(claim.as_ref()),
                     "WaitForFirstConsumer",
-                    "",
+                    // events.k8s.io/v1 requires an action; upstream's
+                    // legacy event has none to copy.
+                    "Binding",
                     "waiting for first consumer to be created before binding",
                 );
             } else if let Some(provisioner) = self.waits_for_provisioner(&claim) {
                 self.events.normal(
                     &object_reference(claim.as_ref()),
                     "ExternalProvisioning",
-                    "",
+                    "Provisioning",
                     format!(
                         "Waiting for a volume to be created either by the external provisioner '{provisioner}' \
                          or manually by the system administrator. If volume creation is delayed, please verify \

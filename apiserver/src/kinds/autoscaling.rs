@@ -10,6 +10,7 @@ use crate::kinds::Written;
 use crate::object::path_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
+use crate::validation::autoscaling_metrics as metrics;
 
 /// Average CPU utilisation targeted when a v2 autoscaler names no metric.
 const DEFAULT_CPU_UTILIZATION: i64 = 80;
@@ -52,20 +53,19 @@ impl KindStrategy for HorizontalPodAutoscalers {
         }
     }
 
-    /// Upstream's bounds and target checks. A minimum of zero needs the
-    /// alpha `HPAScaleToZero` gate upstream, which skiff does not offer.
+    /// Upstream's bounds, target, metric and behaviour checks, on the v2
+    /// form (a v1 request's CPU target is checked as the metric it is
+    /// stored as). A minimum of zero needs the alpha `HPAScaleToZero` gate
+    /// upstream, which skiff does not offer.
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
-        let Written { object, .. } = *written;
-        let spec = &object["spec"];
-        let target = &spec["scaleTargetRef"];
-        for field in ["kind", "name"] {
-            if target[field].as_str().is_none_or(str::is_empty) {
-                errors.push(FieldError::required(
-                    format!("spec.scaleTargetRef.{field}"),
-                    "",
-                ));
+        let stored = written.info.to_storage(written.object.clone());
+        if written.status_only() {
+            for field in ["currentReplicas", "desiredReplicas"] {
+                crate::validation::non_negative_at(&stored["status"], "status", field, errors);
             }
+            return;
         }
+        let spec = &stored["spec"];
         let min = spec["minReplicas"].as_i64();
         if let Some(min) = min.filter(|m| *m < 1) {
             errors.push(FieldError::invalid(
@@ -89,6 +89,9 @@ impl KindStrategy for HorizontalPodAutoscalers {
                 "must be greater than or equal to `minReplicas`",
             ));
         }
+        metrics::object_reference(&spec["scaleTargetRef"], "spec.scaleTargetRef", errors);
+        metrics::metrics(spec, errors);
+        metrics::behavior(spec, errors);
     }
 }
 

@@ -1,5 +1,6 @@
 //! ConfigMaps and Secrets: the keys their data maps may use, a Secret's
-//! default type and the keys its type requires, and what an update may not
+//! default type and the keys its type requires (registry credentials as a
+//! JSON object), and what an update may not
 //! change (the data of one marked
 //! `immutable`, and the mark itself; a Secret's type).
 
@@ -112,8 +113,8 @@ fn typed_secret(secret: &Value, errors: &mut Vec<FieldError>) {
                 ));
             }
         }
-        "kubernetes.io/dockercfg" => require(".dockercfg"),
-        "kubernetes.io/dockerconfigjson" => require(".dockerconfigjson"),
+        "kubernetes.io/dockercfg" => docker_config(secret, ".dockercfg", errors),
+        "kubernetes.io/dockerconfigjson" => docker_config(secret, ".dockerconfigjson", errors),
         "kubernetes.io/basic-auth" if !has("username") && !has("password") => {
             require("username");
             require("password");
@@ -132,6 +133,26 @@ fn typed_secret(secret: &Value, errors: &mut Vec<FieldError>) {
         }
         _ => {}
     }
+}
+
+/// A registry credentials Secret's `key`: present, and a JSON object once
+/// decoded from base64 (the refusal never shows what it holds).
+fn docker_config(secret: &Value, key: &str, errors: &mut Vec<FieldError>) {
+    let at = format!("data[{key}]");
+    let Some(encoded) = secret["data"][key].as_str() else {
+        errors.push(FieldError::required(at, ""));
+        return;
+    };
+    // Bad base64 was refused when the body was decoded.
+    let Ok(bytes) = BASE64.decode(encoded) else {
+        return;
+    };
+    let why = match serde_json::from_slice::<Value>(&bytes) {
+        Ok(Value::Object(_)) => return,
+        Ok(other) => crate::go_json::cannot_unmarshal(&other, "map[string]interface {}"),
+        Err(e) => crate::go_json::syntax_error(&bytes).unwrap_or_else(|| e.to_string()),
+    };
+    errors.push(FieldError::invalid(at, "<secret contents redacted>", why));
 }
 
 /// The most a ConfigMap's or Secret's values may hold together (1 MiB).

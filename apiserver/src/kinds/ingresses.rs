@@ -122,6 +122,32 @@ fn backend(backend: &Value, at: &str, errors: &mut Vec<FieldError>) {
                 )),
             }
         }
-        (false, true) => {}
+        (false, true) => typed_local_reference(resource, &format!("{at}.resource"), errors),
+    }
+}
+
+/// A reference to an object of any kind in the same namespace (a resource
+/// backend, an IngressClass's parameters): an optional API group that is a
+/// DNS subdomain, and a kind and name that are path segments.
+pub(super) fn typed_local_reference(reference: &Value, at: &str, errors: &mut Vec<FieldError>) {
+    if let Some(group) = reference["apiGroup"].as_str() {
+        errors.extend(validate_name(
+            NameRule::Subdomain,
+            group,
+            &format!("{at}.apiGroup"),
+        ));
+    }
+    for field in ["kind", "name"] {
+        match reference[field].as_str().unwrap_or("") {
+            "" => errors.push(FieldError::required(
+                format!("{at}.{field}"),
+                format!("{field} is required"),
+            )),
+            value => errors.extend(validate_name(
+                NameRule::PathSegment,
+                value,
+                &format!("{at}.{field}"),
+            )),
+        }
     }
 }

@@ -4,7 +4,8 @@
 //! validates them, at most the two known policy types, ports in range with
 //! a known protocol, and peers that say who they are (an `ipBlock` alone,
 //! its CIDR valid and its exceptions inside it). IngressClasses:
-//! parameters are cluster-scoped unless they say.
+//! parameters are cluster-scoped unless they say; the controller is a
+//! domain-prefixed path that never changes.
 
 use ipnet::IpNet;
 use serde_json::{Value, json};
@@ -13,6 +14,7 @@ use super::{KindStrategy, Written, set_default};
 use crate::object::{items_mut, path_mut};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
+use crate::validation::{NameRule, validate_name};
 
 const POLICY_TYPES: &[&str] = &["Ingress", "Egress"];
 /// In upstream's order for this kind (not sorted, unlike a Service's).
@@ -167,5 +169,101 @@ impl KindStrategy for IngressClasses {
         {
             set_default(parameters, "scope", json!("Cluster"));
         }
+    }
+
+    /// Upstream's rules: the controller is a domain-prefixed path of at most
+    /// 250 bytes that never changes, and parameters name a kind and object
+    /// in the scope they say.
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let spec = &written.object["spec"];
+        let controller = spec["controller"].as_str().unwrap_or("");
+        if controller.len() > MAX_CONTROLLER_BYTES {
+            errors.push(FieldError::too_long(
+                "spec.controller",
+                MAX_CONTROLLER_BYTES,
+            ));
+        }
+        domain_prefixed_path(controller, "spec.controller", errors);
+        let parameters = &spec["parameters"];
+        if parameters.is_object() {
+            ingress_class_parameters(parameters, errors);
+        }
+        if let Some(old) = written.old {
+            crate::validation::workloads::immutable(
+                old,
+                written.object,
+                &["spec", "controller"],
+                errors,
+            );
+        }
+    }
+}
+
+/// Longest IngressClass controller name.
+const MAX_CONTROLLER_BYTES: usize = 250;
+
+/// Characters of an HTTP path (RFC 3986), as upstream's pattern lists them.
+const HTTP_PATH_PATTERN: &str = "[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+";
+
+/// Upstream's IsDomainPrefixedPath: `host/path`, the host a DNS subdomain
+/// and the path of HTTP path characters.
+fn domain_prefixed_path(text: &str, at: &str, errors: &mut Vec<FieldError>) {
+    if text.is_empty() {
+        errors.push(FieldError::required(at, ""));
+        return;
+    }
+    let Some((host, path)) = text
+        .split_once('/')
+        .filter(|(h, p)| !h.is_empty() && !p.is_empty())
+    else {
+        errors.push(FieldError::invalid(
+            at,
+            text,
+            "must be a domain-prefixed path (such as \"acme.io/foo\")",
+        ));
+        return;
+    };
+    for error in validate_name(NameRule::Subdomain, host, at) {
+        errors.push(FieldError::invalid(at, host, error.detail));
+    }
+    let path_char = |c: char| c.is_ascii_alphanumeric() || "/-._~%!$&'()*+,;=:".contains(c);
+    if !path.chars().all(path_char) {
+        errors.push(FieldError::invalid(
+            at,
+            path,
+            format!("Invalid path (regex used for validation is '{HTTP_PATH_PATTERN}')"),
+        ));
+    }
+}
+
+/// An IngressClass's `parameters`: a typed reference, and a namespace
+/// exactly when its scope is `Namespace`.
+fn ingress_class_parameters(parameters: &Value, errors: &mut Vec<FieldError>) {
+    let at = "spec.parameters";
+    super::ingresses::typed_local_reference(parameters, at, errors);
+    let scope = parameters["scope"].as_str().unwrap_or("");
+    let namespace = parameters["namespace"].as_str();
+    match scope {
+        "Namespace" => match namespace {
+            None => errors.push(FieldError::required(
+                format!("{at}.namespace"),
+                "`parameters.scope` is set to 'Namespace'",
+            )),
+            Some(ns) => errors.extend(validate_name(
+                NameRule::Label,
+                ns,
+                &format!("{at}.namespace"),
+            )),
+        },
+        "Cluster" if namespace.is_some() => errors.push(FieldError::forbidden(
+            format!("{at}.namespace"),
+            "`parameters.scope` is set to 'Cluster'",
+        )),
+        "Cluster" => {}
+        other => errors.push(FieldError::not_supported(
+            format!("{at}.scope"),
+            other,
+            &["Cluster", "Namespace"],
+        )),
     }
 }

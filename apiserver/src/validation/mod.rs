@@ -4,6 +4,7 @@
 //! checked here for every kind; which other checks apply (and the name rule)
 //! is each kind's strategy's choice (`kinds/`), drawing on [`workloads`].
 
+pub(crate) mod autoscaling_metrics;
 mod env;
 pub(crate) mod int_or_percent;
 pub(crate) mod job_policies;
@@ -43,9 +44,20 @@ pub(crate) fn descending_path(path: &str, field: &str, errors: &mut Vec<FieldErr
 /// The integer `spec.<field>`, when set, is not negative (upstream's
 /// ValidateNonnegativeField).
 pub(crate) fn non_negative(spec: &Value, field: &str, errors: &mut Vec<FieldError>) {
-    if let Some(n) = spec[field].as_i64().filter(|n| *n < 0) {
+    non_negative_at(spec, "spec", field, errors);
+}
+
+/// [`non_negative`] of `<parent>.<field>`, where `parent` is the path of
+/// `object` (`status`, say).
+pub(crate) fn non_negative_at(
+    object: &Value,
+    parent: &str,
+    field: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    if let Some(n) = object[field].as_i64().filter(|n| *n < 0) {
         errors.push(FieldError::invalid(
-            format!("spec.{field}"),
+            format!("{parent}.{field}"),
             n,
             "must be greater than or equal to 0",
         ));

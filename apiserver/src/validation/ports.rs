@@ -84,6 +84,33 @@ pub(crate) fn container_ports(container: &Value, at: &str, errors: &mut Vec<Fiel
     }
 }
 
+/// On the host's network a container listens on the host's port, so each
+/// regular container's `hostPort` is its `containerPort`. A pod's own spec
+/// has it defaulted by then, so only a pod's may not leave it unset; a
+/// template may (its pods get it defaulted).
+pub(crate) fn host_network(spec: &Value, path: &str, is_pod: bool, errors: &mut Vec<FieldError>) {
+    if spec["hostNetwork"] != Value::Bool(true) {
+        return;
+    }
+    for (i, c) in spec["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        for (j, p) in c["ports"].as_array().into_iter().flatten().enumerate() {
+            let host = p["hostPort"].as_i64().unwrap_or(0);
+            if (is_pod || host != 0) && Some(host) != p["containerPort"].as_i64() {
+                errors.push(FieldError::invalid(
+                    format!("{path}.containers[{i}].ports[{j}].hostPort"),
+                    host,
+                    "must match `containerPort` when `hostNetwork` is true",
+                ));
+            }
+        }
+    }
+}
+
 /// The ports a probe or lifecycle hook at `path` reaches.
 pub(crate) fn handler_ports(handler: &Value, path: &str, errors: &mut Vec<FieldError>) {
     for action in ["httpGet", "tcpSocket"] {
@@ -115,6 +142,30 @@ mod tests {
         let mut errors = Vec::new();
         check(&mut errors);
         errors.iter().map(FieldError::render).collect()
+    }
+
+    #[test]
+    fn host_network_ports_listen_on_the_same_port() {
+        let spec = json!({"hostNetwork": true, "containers": [
+            {"name": "a", "ports": [{"containerPort": 80, "hostPort": 8080}, {"containerPort": 81}]},
+        ]});
+        let refusal = "must match `containerPort` when `hostNetwork` is true";
+        assert_eq!(
+            rendered(|e| host_network(&spec, "spec", true, e)),
+            [
+                format!("spec.containers[0].ports[0].hostPort: Invalid value: 8080: {refusal}"),
+                format!("spec.containers[0].ports[1].hostPort: Invalid value: 0: {refusal}"),
+            ]
+        );
+        // A template's pods get the unset one defaulted.
+        assert_eq!(
+            rendered(|e| host_network(&spec, "spec.template.spec", false, e)),
+            [format!(
+                "spec.template.spec.containers[0].ports[0].hostPort: Invalid value: 8080: {refusal}"
+            )]
+        );
+        let off = json!({"containers": [{"ports": [{"containerPort": 80, "hostPort": 8080}]}]});
+        assert!(rendered(|e| host_network(&off, "spec", true, e)).is_empty());
     }
 
     #[test]

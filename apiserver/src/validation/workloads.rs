@@ -222,6 +222,8 @@ fn pod_spec_claiming(spec: &Value, path: &str, claimed: &[&str], errors: &mut Ve
             container_handlers(c, &at, errors);
         }
     }
+    // A pod's own spec is at `spec`; templates sit deeper.
+    super::ports::host_network(spec, path, path == "spec", errors);
     super::one_of(
         spec,
         "restartPolicy",

@@ -43,14 +43,29 @@ async fn malformed_bodies_are_400_and_store_nothing() {
     let s = TestServer::new().await;
     let before = s.keys().await;
     let path = "/api/v1/namespaces/default/configmaps";
-    s.raw(
-        Method::POST,
-        path,
-        "application/json",
-        b"{not json".to_vec(),
-    )
-    .await
-    .expect_failure(400, "BadRequest");
+    // In the words of Go's decoder, which upstream answers with.
+    for (body, why) in [
+        (
+            &b"{not json"[..],
+            "invalid character 'n' looking for beginning of object key string",
+        ),
+        (
+            &b"{\"metadata\": {\"name\": \"a\"}"[..],
+            "unexpected end of JSON input",
+        ),
+        (
+            &b"[{}]"[..],
+            "json: cannot unmarshal array into Go value of type struct { APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }",
+        ),
+    ] {
+        refused(
+            s.raw(Method::POST, path, "application/json", body.to_vec())
+                .await,
+            400,
+            "BadRequest",
+            &format!("couldn't get version/kind; json parse error: {why}"),
+        );
+    }
     s.raw(
         Method::POST,
         path,

@@ -667,6 +667,35 @@ async fn typed_secrets_need_their_keys() {
     let auth = json!({"metadata": {"name": "auth"}, "type": "kubernetes.io/basic-auth",
         "data": {"username": ""}});
     s.created(secrets, auth).await;
+
+    // Registry credentials are a JSON object, and the refusal keeps them
+    // secret.
+    let docker = |config: &str| {
+        json!({"metadata": {"name": "pull"}, "type": "kubernetes.io/dockerconfigjson",
+            "stringData": {".dockerconfigjson": config}})
+    };
+    for (config, why) in [
+        (
+            "{\"auths\": {\"r.example\": {\"auth\": \"x\"}}",
+            "unexpected end of JSON input",
+        ),
+        (
+            "{auths: {}}",
+            "invalid character 'a' looking for beginning of object key string",
+        ),
+        (
+            "[\"r.example\"]",
+            "json: cannot unmarshal array into Go value of type map[string]interface {}",
+        ),
+    ] {
+        invalid(
+            s.post(secrets, docker(config)).await,
+            &format!(
+                "Secret \"pull\" is invalid: data[.dockerconfigjson]: Invalid value: \"<secret contents redacted>\": {why}"
+            ),
+        );
+    }
+    s.created(secrets, docker("{\"auths\": {}}")).await;
 }
 
 /// An ExternalName Service names a host, as upstream requires.
@@ -1391,4 +1420,127 @@ async fn workload_and_volume_rules_are_checked_as_upstream() {
             "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"}}}),
     )
     .await;
+}
+
+/// Events agree with their object's namespace and (through
+/// `events.k8s.io/v1`) carry what the new API requires; autoscalers name a
+/// target value for each metric and bounded scaling policies; a pod on the
+/// host's network listens on its container ports; an IngressClass names a
+/// domain-prefixed controller — as upstream rules.
+#[tokio::test]
+async fn events_autoscalers_host_ports_and_ingress_classes_are_checked_as_upstream() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    let v1_event = |changes: &[(&str, Value)]| {
+        let mut event = json!({"metadata": {"name": "e1"}, "eventTime": "2026-12-07T08:00:00.000000Z",
+            "regarding": {"kind": "Pod", "name": "p", "namespace": "default"},
+            "reason": "Started", "action": "Start", "type": "Normal",
+            "reportingController": "example.com/ctl", "reportingInstance": "ctl-1"});
+        for (field, value) in changes {
+            event[*field] = value.clone();
+        }
+        event
+    };
+    let cases = [
+        (
+            "/api/v1/namespaces/default/events",
+            json!({"metadata": {"name": "e0"}, "involvedObject": {"kind": "Pod", "name": "p", "namespace": "other"},
+                "reason": "Started"}),
+            "Event \"e0\" is invalid: involvedObject.namespace: Invalid value: \"other\": does not match event.namespace",
+        ),
+        (
+            "/apis/events.k8s.io/v1/namespaces/default/events",
+            v1_event(&[
+                ("type", json!("Info")),
+                ("deprecatedCount", json!(3)),
+                ("action", Value::Null),
+            ]),
+            "Event.events.k8s.io \"e1\" is invalid: [action: Required value, \
+             type: Invalid value: \"\": has invalid value: Info, count: Invalid value: \"\": needs to be unset]",
+        ),
+        (
+            "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers",
+            json!({"metadata": {"name": "h"}, "spec": {"maxReplicas": 3,
+                "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d"},
+                "metrics": [{"type": "Resource", "resource": {"name": "memory", "target": {"type": "AverageValue"}}}],
+                "behavior": {"scaleDown": {"policies": [{"type": "Pods", "value": 1, "periodSeconds": 3600}]}}}}),
+            "HorizontalPodAutoscaler.autoscaling \"h\" is invalid: [spec.metrics[0].resource.target.averageUtilization: Required value: must set either a target raw value or a target utilization, \
+             spec.behavior.scaleDown.policies[0].periodSeconds: Invalid value: 3600: must be less than or equal to 1800]",
+        ),
+        (
+            "/api/v1/namespaces/default/pods",
+            json!({"metadata": {"name": "hn"}, "spec": {"hostNetwork": true, "containers": [{"name": "c", "image": "i",
+                "ports": [{"containerPort": 80, "hostPort": 8080}]}]}}),
+            "Pod \"hn\" is invalid: spec.containers[0].ports[0].hostPort: Invalid value: 8080: must match `containerPort` when `hostNetwork` is true",
+        ),
+        (
+            "/apis/networking.k8s.io/v1/ingressclasses",
+            json!({"metadata": {"name": "ic"}, "spec": {"controller": "nginx",
+                "parameters": {"kind": "Params", "name": "p", "scope": "Namespace"}}}),
+            "IngressClass.networking.k8s.io \"ic\" is invalid: [spec.controller: Invalid value: \"nginx\": must be a domain-prefixed path (such as \"acme.io/foo\"), \
+             spec.parameters.namespace: Required value: `parameters.scope` is set to 'Namespace']",
+        ),
+    ];
+    for (path, object, message) in cases {
+        invalid(s.post(path, object).await, message);
+    }
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+
+    // What keeps the rules is stored: a cluster-scoped object's event in
+    // `default`, a new-API event, an unset host port defaulted on the host's
+    // network, and a template that leaves it to its pods.
+    s.created(
+        "/api/v1/namespaces/default/events",
+        json!({"metadata": {"name": "node-event"}, "involvedObject": {"kind": "Node", "name": "n"}, "reason": "Ready"}),
+    )
+    .await;
+    s.created(
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        v1_event(&[]),
+    )
+    .await;
+    let pod = s
+        .created(
+            "/api/v1/namespaces/default/pods",
+            json!({"metadata": {"name": "hn"}, "spec": {"hostNetwork": true,
+                "containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}]}]}}),
+        )
+        .await;
+    assert_eq!(pod["spec"]["containers"][0]["ports"][0]["hostPort"], 80);
+    s.created(
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"metadata": {"name": "hn"}, "spec": {"selector": {"matchLabels": {"app": "a"}},
+            "template": {"metadata": {"labels": {"app": "a"}}, "spec": {"hostNetwork": true,
+                "containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}]}]}}}}),
+    )
+    .await;
+
+    // A new-API event changes only its series; the controller stays.
+    let series = json!({"series": {"count": 2, "lastObservedTime": "2026-12-07T08:01:00.000000Z"}});
+    s.merge_patch_ok(
+        "/apis/events.k8s.io/v1/namespaces/default/events/e1",
+        series,
+    )
+    .await;
+    invalid(
+        s.merge_patch(
+            "/apis/events.k8s.io/v1/namespaces/default/events/e1",
+            json!({"note": "changed"}),
+        )
+        .await,
+        "Event.events.k8s.io \"e1\" is invalid: message: Invalid value: \"changed\": field is immutable",
+    );
+    s.created(
+        "/apis/networking.k8s.io/v1/ingressclasses",
+        json!({"metadata": {"name": "ic"}, "spec": {"controller": "example.com/ingress"}}),
+    )
+    .await;
+    invalid(
+        s.merge_patch(
+            "/apis/networking.k8s.io/v1/ingressclasses/ic",
+            json!({"spec": {"controller": "example.com/other"}}),
+        )
+        .await,
+        "IngressClass.networking.k8s.io \"ic\" is invalid: spec.controller: Invalid value: \"example.com/other\": field is immutable",
+    );
 }

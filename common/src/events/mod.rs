@@ -197,8 +197,10 @@ impl EventRecorder {
     }
 
     /// Records an event; returns at once. `reason` is a short CamelCase word
-    /// (e.g. `SuccessfulCreate`), `action` what was done (e.g. `Create`),
-    /// `note` a human-readable sentence.
+    /// (e.g. `SuccessfulCreate`), `action` what was done (e.g. `Create`;
+    /// the API server refuses an `events.k8s.io/v1` Event without one, so
+    /// only the legacy recorder may leave it empty), `note` a
+    /// human-readable sentence.
     pub fn record(
         &self,
         regarding: &ObjectReference,

@@ -133,7 +133,7 @@ impl Reconciler for Syncer {
                         self.events.warning(
                             &object_reference(&set),
                             "FailedDaemonPod",
-                            "",
+                            "Delete",
                             format!(
                                 "Found failed daemon pod {ns}/{} on node {name}, will try to kill it",
                                 first.name_any()
