@@ -90,18 +90,20 @@ pub(crate) async fn admit_new(
     );
     crate::admission_plugins::webhook::mutate(inner, &attributes, object).await?;
     info.strategy.finish_create(object);
-    validated(info, object, None, None)
+    validated(info, object, None, None, &write.notes)
 }
 
 /// The typed form of `object` once it passes validation (against `old` on
 /// an update). A field of the wrong type is the 400 of an undecodable body
 /// even where a rule also fails on it: upstream decodes before it validates,
 /// so `"containerPort": "80"` is a type error, not an out-of-range port.
+/// What passes may still get the kind's warnings, noted in `notes`.
 pub(crate) fn validated(
     info: &ResourceInfo,
     object: &Value,
     old: Option<&Value>,
     subresource: Option<crate::registry::Subresource>,
+    notes: &crate::request_notes::RequestNotes,
 ) -> Result<Value, ApiError> {
     let errors = crate::validation::validate(info, object, old, subresource);
     let typed = info
@@ -109,6 +111,9 @@ pub(crate) fn validated(
         .map_err(|e| cannot_handle(info, &e))?;
     if !errors.is_empty() {
         return Err(invalid(info, object, errors));
+    }
+    for warning in crate::validation::warnings(info, object, old, subresource) {
+        notes.warn(warning);
     }
     Ok(typed)
 }

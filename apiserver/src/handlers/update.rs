@@ -95,7 +95,7 @@ pub(crate) async fn admit_update<'a>(
     if comparable(&new) == comparable(old) {
         return Ok(Next::Done(old.clone()));
     }
-    let mut new = validated(info, &new, Some(old), write.subresource)?;
+    let mut new = validated(info, &new, Some(old), write.subresource, &write.notes)?;
     let admitted = if deletion_step {
         crate::admission_plugins::Admitted::default()
     } else {

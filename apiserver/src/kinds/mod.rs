@@ -221,6 +221,11 @@ impl Written<'_> {
     }
 }
 
+/// The pod template at `path` of `object` (null when it has none).
+pub(super) fn template_of<'a>(object: &'a Value, path: &[&str]) -> &'a Value {
+    path.iter().fold(object, |v, key| &v[*key])
+}
+
 /// The rules of one kind. Every method has the behaviour most kinds share
 /// as its default, so a kind's module only says how it differs.
 #[async_trait]
@@ -268,6 +273,26 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     /// The kind's own field checks of an object about to be written;
     /// metadata is checked for every kind.
     fn validate(&self, _written: &Written<'_>, _errors: &mut Vec<FieldError>) {}
+
+    /// Warnings about a valid object that is likely wrong, which the client
+    /// prints (upstream's WarningsOnCreate and WarningsOnUpdate). By default
+    /// those of the kind's pod template, when it is new or changed.
+    fn warnings(&self, written: &Written<'_>) -> Vec<String> {
+        let Some(template) = self.pod_template() else {
+            return Vec::new();
+        };
+        if written.status_only() {
+            return Vec::new();
+        }
+        let found = template_of(written.object, template);
+        if written
+            .old
+            .is_some_and(|old| template_of(old, template) == found)
+        {
+            return Vec::new();
+        }
+        crate::validation::pod_warnings::warnings(found, &template.join("."))
+    }
 
     /// Carries from `old` into `new` what an update of the main resource may
     /// not change beyond system metadata and status (a namespace's

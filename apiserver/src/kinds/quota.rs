@@ -1,5 +1,5 @@
-//! ResourceQuotas and LimitRanges: a quota's hard amounts and scopes are
-//! checked as upstream validates them; a LimitRange gets upstream's item
+//! ResourceQuotas and LimitRanges: a quota's resource names, hard amounts
+//! and scopes are checked as upstream validates them; a LimitRange gets upstream's item
 //! defaults (a Container item's `default` from `max`, `defaultRequest` from
 //! `default`, then from `min`) and its bounds must be ordered. What they
 //! enforce is admission's
@@ -14,6 +14,7 @@ use crate::kinds::Written;
 use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
+use crate::validation::{resource_names, validate_qualified_name};
 
 /// Core `resourcequotas`.
 #[derive(Debug)]
@@ -24,7 +25,9 @@ impl KindStrategy for ResourceQuotas {
         let Written { object, .. } = *written;
         for field in ["spec.hard", "status.hard", "status.used"] {
             let (section, key) = field.split_once('.').unwrap_or((field, ""));
+            quota_names(&object[section][key], field, errors);
             quantities(&object[section][key], field, errors);
+            whole_counts(&object[section][key], field, errors);
         }
         scopes(&object["spec"], errors);
     }
@@ -76,6 +79,52 @@ pub(super) fn quantities(map: &Value, field: &str, errors: &mut Vec<FieldError>)
                 format!("{field}[{name}]"),
                 value.clone(),
                 "must be greater than or equal to 0",
+            ));
+        }
+    }
+}
+
+/// Each name a quota counts is a qualified name, and without a domain
+/// prefix one upstream knows for quota: a misspelt `request.cpu` would
+/// otherwise be stored and limit nothing.
+fn quota_names(map: &Value, field: &str, errors: &mut Vec<FieldError>) {
+    for name in map.as_object().into_iter().flatten().map(|(name, _)| name) {
+        let at = format!("{field}[{name}]");
+        let malformed = validate_qualified_name(name, &at);
+        let bare = !name.contains('/');
+        if !malformed.is_empty() {
+            errors.extend(malformed);
+        } else if bare && !resource_names::is_standard(name) {
+            errors.push(FieldError::invalid(
+                &at,
+                name.as_str(),
+                "must be a standard resource type or fully qualified",
+            ));
+        }
+        if bare && !resource_names::is_standard_for_quota(name) {
+            errors.push(FieldError::invalid(
+                &at,
+                name.as_str(),
+                "must be a standard resource for quota",
+            ));
+        }
+    }
+}
+
+/// Object counts and extended resources are whole numbers.
+fn whole_counts(map: &Value, field: &str, errors: &mut Vec<FieldError>) {
+    for (name, value) in map.as_object().into_iter().flatten() {
+        let amount = match value {
+            Value::String(text) => Amount::parse(text),
+            Value::Number(number) => Amount::parse(&number.to_string()),
+            _ => None,
+        };
+        let fraction = amount.is_some_and(|a| a.milli() % 1000 != 0);
+        if fraction && resource_names::is_integer(name) {
+            errors.push(FieldError::invalid(
+                format!("{field}[{name}]"),
+                value.clone(),
+                "must be an integer",
             ));
         }
     }
@@ -322,6 +371,25 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn quota_names_are_standard_or_qualified_and_counts_whole() {
+        assert!(
+            quota_errors(json!({"hard": {"count/deployments.apps": "2",
+                "gold.storageclass.storage.k8s.io/requests.storage": "1Gi",
+                "requests.nvidia.com/gpu": "1", "services.nodeports": "0"}}))
+            .is_empty()
+        );
+        assert_eq!(
+            quota_errors(json!({"hard": {"request.cpu": "1", "storage": "1Gi", "pods": "1.5"}})),
+            [
+                "spec.hard[request.cpu]: Invalid value: \"request.cpu\": must be a standard resource type or fully qualified",
+                "spec.hard[request.cpu]: Invalid value: \"request.cpu\": must be a standard resource for quota",
+                "spec.hard[storage]: Invalid value: \"storage\": must be a standard resource for quota",
+                "spec.hard[pods]: Invalid value: \"1.5\": must be an integer",
+            ]
+        );
     }
 
     #[test]

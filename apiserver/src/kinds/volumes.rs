@@ -65,9 +65,7 @@ impl KindStrategy for PersistentVolumes {
                 ));
             }
         }
-        if spec["capacity"].as_object().is_none_or(|c| c.is_empty()) {
-            errors.push(FieldError::required("spec.capacity", ""));
-        }
+        capacity(&spec["capacity"], errors);
         crate::validation::one_of(
             spec,
             "persistentVolumeReclaimPolicy",
@@ -303,4 +301,33 @@ fn comparable_claim_spec(spec: &Value) -> Value {
         }
     }
     spec
+}
+
+/// A volume's capacity: its storage alone, more than nothing.
+fn capacity(capacity: &Value, errors: &mut Vec<FieldError>) {
+    let Some(map) = capacity.as_object().filter(|c| !c.is_empty()) else {
+        errors.push(FieldError::required("spec.capacity", ""));
+        return;
+    };
+    if !map.contains_key("storage") || map.len() > 1 {
+        errors.push(FieldError::not_supported(
+            "spec.capacity",
+            capacity.clone(),
+            &["storage"],
+        ));
+    }
+    for (name, quantity) in map {
+        let amount = match quantity {
+            Value::String(text) => Amount::parse(text),
+            Value::Number(n) => Amount::parse(&n.to_string()),
+            _ => None,
+        };
+        if amount.is_some_and(|a| a.milli() <= 0) {
+            errors.push(FieldError::invalid(
+                format!("spec.capacity[{name}]"),
+                quantity.clone(),
+                "must be greater than zero",
+            ));
+        }
+    }
 }

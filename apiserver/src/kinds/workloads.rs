@@ -49,7 +49,7 @@ macro_rules! checked_template {
 /// The pod-spec checks of the template at `template`, reported under its
 /// dotted path (`spec.template.spec`).
 fn check_template(object: &Value, template: &[&str], errors: &mut Vec<FieldError>) {
-    let found = template.iter().fold(object, |v, key| &v[*key]);
+    let found = super::template_of(object, template);
     let path = format!("{}.spec", template.join("."));
     checks::pod_spec(&found["spec"], &path, errors);
 }
@@ -339,7 +339,7 @@ impl KindStrategy for Jobs {
 /// A job's pods run to completion: its template's restart policy (`Always`
 /// when not given) must be `OnFailure` or `Never`.
 fn job_restart_policy(object: &Value, template: &[&str], errors: &mut Vec<FieldError>) {
-    let found = template.iter().fold(object, |v, key| &v[*key]);
+    let found = super::template_of(object, template);
     let policy = found["spec"]["restartPolicy"].as_str().unwrap_or_default();
     if policy != "OnFailure" && policy != "Never" {
         errors.push(FieldError::not_supported(

@@ -12,7 +12,9 @@ mod names;
 mod pod_dns;
 mod pod_placement;
 mod pod_volumes;
+pub(crate) mod pod_warnings;
 pub(crate) mod ports;
+pub(crate) mod resource_names;
 pub(crate) mod rollouts;
 mod security_contexts;
 mod security_profiles;
@@ -117,6 +119,22 @@ pub(crate) fn validate(
     };
     info.strategy.validate(&written, &mut errors);
     errors
+}
+
+/// The kind's warnings about `object` (written over `old` on updates),
+/// for a write that passed [`validate`].
+pub(crate) fn warnings(
+    info: &ResourceInfo,
+    object: &Value,
+    old: Option<&Value>,
+    subresource: Option<crate::registry::Subresource>,
+) -> Vec<String> {
+    info.strategy.warnings(&crate::kinds::Written {
+        info,
+        object,
+        old,
+        subresource,
+    })
 }
 
 fn validate_metadata(info: &ResourceInfo, object: &Value, old: Option<&Value>) -> Vec<FieldError> {

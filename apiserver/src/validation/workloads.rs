@@ -8,6 +8,8 @@ use super::names::{
 };
 use skiff_common::amount::Amount;
 
+use super::resource_names::{self, CONTAINER};
+
 use crate::selectors::LabelSelector;
 use crate::status::FieldError;
 
@@ -305,10 +307,6 @@ fn resize_policy(c: &Value, pod_restart: &Value, at: &str, errors: &mut Vec<Fiel
     }
 }
 
-/// The resources a container may name without a prefix (`hugepages-<size>`
-/// too).
-const CONTAINER_RESOURCES: &[&str] = &["cpu", "memory", "ephemeral-storage"];
-
 /// A container's `resources` at `path`, as upstream's
 /// validateResourceRequirements: each name a container resource, each
 /// quantity at least zero, and each request within its limit — equal to
@@ -357,36 +355,18 @@ fn container_resources(resources: &Value, path: &str, errors: &mut Vec<FieldErro
     }
 }
 
-/// The object counts a quota may limit by their bare names: standard
-/// resource names, though not a container's.
-const QUOTA_OBJECTS: &[&str] = &[
-    "pods",
-    "services",
-    "replicationcontrollers",
-    "resourcequotas",
-    "secrets",
-    "configmaps",
-    "persistentvolumeclaims",
-    "storage",
-];
-
 /// A resource name a container may ask for: a qualified name, and without
-/// a prefix one of [`CONTAINER_RESOURCES`] or huge pages.
+/// a prefix one of [`CONTAINER`] or huge pages.
 fn container_resource_name(name: &str, at: &str, errors: &mut Vec<FieldError>) {
     let malformed = validate_qualified_name(name, at);
     if !malformed.is_empty() {
         errors.extend(malformed);
         return;
     }
-    let for_containers = CONTAINER_RESOURCES.contains(&name) || name.starts_with("hugepages-");
+    let for_containers = CONTAINER.contains(&name) || name.starts_with("hugepages-");
     if !name.contains('/') && !for_containers {
         // Names a quota may count are standard, only not for containers.
-        let quota_name = name
-            .strip_prefix("requests.")
-            .or_else(|| name.strip_prefix("limits."))
-            .is_some_and(|r| CONTAINER_RESOURCES.contains(&r) || r == "storage")
-            || QUOTA_OBJECTS.contains(&name);
-        if !quota_name {
+        if !resource_names::is_standard(name) {
             errors.push(FieldError::invalid(
                 at,
                 name,

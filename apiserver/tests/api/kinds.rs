@@ -1544,3 +1544,98 @@ async fn events_autoscalers_host_ports_and_ingress_classes_are_checked_as_upstre
         "IngressClass.networking.k8s.io \"ic\" is invalid: spec.controller: Invalid value: \"example.com/other\": field is immutable",
     );
 }
+
+/// A pod or pod template that is valid but likely wrong is stored with
+/// upstream's warnings (kubectl prints them); a pod's updates and a
+/// workload's status writes give none, and a workload warns again only when
+/// its template changes.
+#[tokio::test]
+async fn likely_mistakes_in_pods_and_templates_are_warned_of() {
+    use crate::harness::{created_answer, put_answer};
+    let s = TestServer::new().await;
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"terminationGracePeriodSeconds": -5,
+        "nodeSelector": {"beta.kubernetes.io/arch": "amd64"},
+        "containers": [{"name": "c", "image": "i", "ports": [{"containerPort": 80}, {"containerPort": 80}]}]}});
+    let created = created_answer(&s, "/api/v1/namespaces/default/pods", pod).await;
+    assert_eq!(
+        created.warnings,
+        [
+            "spec.nodeSelector[beta.kubernetes.io/arch]: deprecated since v1.14; use \"kubernetes.io/arch\" instead",
+            "spec.containers[0].ports[1]: duplicate port definition with spec.containers[0].ports[0]",
+            "spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and will be treated as 1",
+        ]
+    );
+    let mut labelled = created.body.clone();
+    labelled["metadata"]["labels"] = json!({"a": "b"});
+    let updated = put_answer(&s, "/api/v1/namespaces/default/pods/p", labelled).await;
+    assert_eq!(updated.code, StatusCode::OK, "{}", updated.body);
+    assert!(updated.warnings.is_empty(), "{:?}", updated.warnings);
+
+    let deployment = json!({"metadata": {"name": "d"}, "spec": {"selector": {"matchLabels": {"app": "a"}},
+        "template": {"metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "i",
+            "resources": {"limits": {"memory": "100.5"}}}]}}}});
+    let created = created_answer(
+        &s,
+        "/apis/apps/v1/namespaces/default/deployments",
+        deployment,
+    )
+    .await;
+    let fractional = "spec.template.spec.containers[0].resources.limits[memory]: fractional byte value \"100500m\" is invalid, must be an integer";
+    assert_eq!(created.warnings, [fractional]);
+    let path = "/apis/apps/v1/namespaces/default/deployments/d";
+    let mut scaled = created.body.clone();
+    scaled["spec"]["replicas"] = json!(3);
+    let answer = put_answer(&s, path, scaled).await;
+    assert_eq!(answer.code, StatusCode::OK, "{}", answer.body);
+    assert!(
+        answer.warnings.is_empty(),
+        "template unchanged: {:?}",
+        answer.warnings
+    );
+    let mut status = answer.body.clone();
+    status["status"] = json!({"replicas": 0});
+    let answer = put_answer(&s, &format!("{path}/status"), status).await;
+    assert!(
+        answer.warnings.is_empty(),
+        "status only: {:?}",
+        answer.warnings
+    );
+    let mut changed = answer.body.clone();
+    changed["spec"]["template"]["metadata"]["annotations"] = json!({"x": "y"});
+    let answer = put_answer(&s, path, changed).await;
+    assert_eq!(answer.warnings, [fractional]);
+}
+
+/// A quota counts only names upstream knows for quota (a misspelt
+/// `request.cpu` would limit nothing), and object counts in whole units; a
+/// PersistentVolume's capacity is its storage alone, more than nothing.
+#[tokio::test]
+async fn quota_names_and_volume_capacity_are_checked_as_upstream() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    invalid(
+        s.post(
+            "/api/v1/namespaces/default/resourcequotas",
+            json!({"metadata": {"name": "q"}, "spec": {"hard": {"request.cpu": "1"}}}),
+        )
+        .await,
+        "ResourceQuota \"q\" is invalid: [spec.hard[request.cpu]: Invalid value: \"request.cpu\": must be a standard resource type or fully qualified, \
+         spec.hard[request.cpu]: Invalid value: \"request.cpu\": must be a standard resource for quota]",
+    );
+    invalid(
+        s.post(
+            "/api/v1/persistentvolumes",
+            json!({"metadata": {"name": "pv"}, "spec": {"capacity": {"storage": "0", "cpu": "1"},
+                "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/data"}}}),
+        )
+        .await,
+        "PersistentVolume \"pv\" is invalid: [spec.capacity: Unsupported value: {\"cpu\":\"1\",\"storage\":\"0\"}: supported values: \"storage\", \
+         spec.capacity[storage]: Invalid value: \"0\": must be greater than zero]",
+    );
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+    s.created(
+        "/api/v1/namespaces/default/resourcequotas",
+        json!({"metadata": {"name": "q"}, "spec": {"hard": {"requests.cpu": "1", "count/deployments.apps": "2"}}}),
+    )
+    .await;
+}

@@ -102,6 +102,15 @@ impl KindStrategy for Pods {
         }
     }
 
+    /// On create only: upstream skips them on updates, which come from
+    /// controllers and the kubelet far more than from people.
+    fn warnings(&self, written: &Written<'_>) -> Vec<String> {
+        if written.old.is_some() {
+            return Vec::new();
+        }
+        crate::validation::pod_warnings::warnings(written.object, "")
+    }
+
     /// A main-resource update keeps the ephemeral containers: they are
     /// added through `pods/ephemeralcontainers` only.
     fn carry_on_update(&self, old: &Value, new: &mut Value) {

@@ -1,0 +1,430 @@
+//! The warnings upstream gives about a pod or pod template that is valid but
+//! likely wrong (upstream's `GetWarningsForPod`): deprecated node labels in
+//! selectors and affinity, null label selectors that match nothing,
+//! annotations that stopped working, duplicate pull secrets and host
+//! aliases, fractional byte quantities, environment variables that hide an
+//! earlier one, ports declared twice, and a negative grace period. kubectl
+//! prints each as `Warning: …`; the object is stored as sent.
+//!
+//! Paths are upstream's: `spec.…` for a pod, `spec.template.spec.…` (the
+//! template's own path) for a workload.
+
+use serde_json::Value;
+use skiff_common::amount::Amount;
+
+/// Node labels that have a newer name, and what upstream says of each.
+const DEPRECATED_NODE_LABELS: &[(&str, &str)] = &[
+    (
+        "beta.kubernetes.io/arch",
+        "deprecated since v1.14; use \"kubernetes.io/arch\" instead",
+    ),
+    (
+        "beta.kubernetes.io/os",
+        "deprecated since v1.14; use \"kubernetes.io/os\" instead",
+    ),
+    (
+        "failure-domain.beta.kubernetes.io/region",
+        "deprecated since v1.17; use \"topology.kubernetes.io/region\" instead",
+    ),
+    (
+        "failure-domain.beta.kubernetes.io/zone",
+        "deprecated since v1.17; use \"topology.kubernetes.io/zone\" instead",
+    ),
+    (
+        "beta.kubernetes.io/instance-type",
+        "deprecated since v1.17; use \"node.kubernetes.io/instance-type\" instead",
+    ),
+];
+
+/// Annotations that no longer do anything.
+const DEPRECATED_ANNOTATIONS: &[(&str, &str)] = &[
+    (
+        "scheduler.alpha.kubernetes.io/critical-pod",
+        "non-functional in v1.16+; use the \"priorityClassName\" field instead",
+    ),
+    (
+        "security.alpha.kubernetes.io/sysctls",
+        "non-functional in v1.11+; use the \"sysctls\" field instead",
+    ),
+    (
+        "security.alpha.kubernetes.io/unsafe-sysctls",
+        "non-functional in v1.11+; use the \"sysctls\" field instead",
+    ),
+];
+
+/// Volume sources upstream removed, and since when.
+const REMOVED_VOLUMES: &[(&str, &str)] = &[
+    (
+        "photonPersistentDisk",
+        "deprecated in v1.11, non-functional in v1.16+",
+    ),
+    ("gitRepo", "deprecated in v1.11"),
+    ("scaleIO", "deprecated in v1.16, non-functional in v1.22+"),
+    ("flocker", "deprecated in v1.22, non-functional in v1.25+"),
+    ("storageos", "deprecated in v1.22, non-functional in v1.25+"),
+    ("quobyte", "deprecated in v1.22, non-functional in v1.25+"),
+    ("glusterfs", "deprecated in v1.25, non-functional in v1.26+"),
+    ("cephfs", "deprecated in v1.28, non-functional in v1.31+"),
+    ("rbd", "deprecated in v1.28, non-functional in v1.31+"),
+];
+
+const NULL_SELECTOR: &str = "a null labelSelector results in matching no pod";
+
+const SECCOMP_POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
+const SECCOMP_CONTAINER_ANNOTATION: &str = "container.seccomp.security.alpha.kubernetes.io/";
+
+fn deprecated_node_label(key: &str) -> Option<&'static str> {
+    DEPRECATED_NODE_LABELS
+        .iter()
+        .find(|(label, _)| *label == key)
+        .map(|(_, message)| *message)
+}
+
+/// The warnings for a pod or template (`{"metadata": …, "spec": …}`)
+/// whose path is `prefix` (empty for a pod itself).
+pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
+    let at = |rest: &str| {
+        if prefix.is_empty() {
+            rest.to_owned()
+        } else {
+            format!("{prefix}.{rest}")
+        }
+    };
+    let spec = &template["spec"];
+    let annotations = &template["metadata"]["annotations"];
+    let mut out = Vec::new();
+
+    for key in spec["nodeSelector"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+    {
+        if let Some(message) = deprecated_node_label(key) {
+            out.push(format!(
+                "{}: {message}",
+                at(&format!("spec.nodeSelector[{key}]"))
+            ));
+        }
+    }
+    let node_affinity = &spec["affinity"]["nodeAffinity"];
+    let required = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
+    for (i, term) in
+        items(&node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"])
+    {
+        node_term(
+            term,
+            &at(&format!("{required}.nodeSelectorTerms[{i}]")),
+            &mut out,
+        );
+    }
+    let preferred = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution";
+    for (i, term) in items(&node_affinity["preferredDuringSchedulingIgnoredDuringExecution"]) {
+        node_term(
+            &term["preference"],
+            &at(&format!("{preferred}[{i}].preference")),
+            &mut out,
+        );
+    }
+    for (i, constraint) in items(&spec["topologySpreadConstraints"]) {
+        let here = at(&format!("spec.topologySpreadConstraints[{i}]"));
+        let key = constraint["topologyKey"].as_str().unwrap_or("");
+        if let Some(message) = deprecated_node_label(key) {
+            out.push(format!("{here}.topologyKey: {key} is {message}"));
+        }
+        if constraint["labelSelector"].is_null() {
+            out.push(format!("{here}.labelSelector: {NULL_SELECTOR}"));
+        }
+    }
+
+    for (key, message) in DEPRECATED_ANNOTATIONS {
+        if annotations.get(*key).is_some() {
+            out.push(format!(
+                "{}: {message}",
+                at(&format!("metadata.annotations[{key}]"))
+            ));
+        }
+    }
+
+    for (i, volume) in items(&spec["volumes"]) {
+        for (source, message) in REMOVED_VOLUMES {
+            if volume[*source].is_object() {
+                out.push(format!(
+                    "{}: {message}",
+                    at(&format!("spec.volumes[{i}].{source}"))
+                ));
+            }
+        }
+    }
+
+    duplicates(
+        &spec["hostAliases"],
+        "ip",
+        &at("spec.hostAliases"),
+        &mut out,
+    );
+    duplicates(
+        &spec["imagePullSecrets"],
+        "name",
+        &at("spec.imagePullSecrets"),
+        &mut out,
+    );
+    for (i, secret) in items(&spec["imagePullSecrets"]) {
+        if secret["name"].as_str().unwrap_or("").is_empty() {
+            out.push(format!(
+                "{}: invalid empty name \"\"",
+                at(&format!("spec.imagePullSecrets[{i}].name"))
+            ));
+        }
+    }
+
+    for resource in ["memory", "ephemeral-storage"] {
+        fractional_bytes(&spec["overhead"], resource, &at("spec.overhead"), &mut out);
+    }
+    if spec["securityContext"]["seccompProfile"].is_null()
+        && annotations.get(SECCOMP_POD_ANNOTATION).is_some()
+    {
+        out.push(format!(
+            "{}: non-functional in v1.27+; use the \"seccompProfile\" field instead",
+            at(&format!("metadata.annotations[{SECCOMP_POD_ANNOTATION}]"))
+        ));
+    }
+
+    let containers = containers_with_paths(spec, &at("spec"));
+    for (container, here) in &containers {
+        let name = container["name"].as_str().unwrap_or("");
+        let key = format!("{SECCOMP_CONTAINER_ANNOTATION}{name}");
+        if container["securityContext"]["seccompProfile"].is_null()
+            && annotations.get(&key).is_some()
+        {
+            out.push(format!(
+                "{}: non-functional in v1.27+; use the \"seccompProfile\" field instead",
+                at(&format!("metadata.annotations[{key}]"))
+            ));
+        }
+        for list in ["limits", "requests"] {
+            for resource in ["memory", "ephemeral-storage"] {
+                fractional_bytes(
+                    &container["resources"][list],
+                    resource,
+                    &format!("{here}.resources.{list}"),
+                    &mut out,
+                );
+            }
+        }
+        hidden_env(container, here, &mut out);
+    }
+    ports(&containers, &mut out);
+
+    if spec["terminationGracePeriodSeconds"]
+        .as_i64()
+        .is_some_and(|s| s < 0)
+    {
+        out.push(format!(
+            "{}: must be >= 0; negative values are invalid and will be treated as 1",
+            at("spec.terminationGracePeriodSeconds")
+        ));
+    }
+
+    for kind in ["podAffinity", "podAntiAffinity"] {
+        let affinity = &spec["affinity"][kind];
+        let required =
+            format!("spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution");
+        for (i, term) in items(&affinity["requiredDuringSchedulingIgnoredDuringExecution"]) {
+            if term["labelSelector"].is_null() {
+                out.push(format!(
+                    "{}: {NULL_SELECTOR}",
+                    at(&format!("{required}[{i}].labelSelector"))
+                ));
+            }
+        }
+        let preferred =
+            format!("spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution");
+        for (i, term) in items(&affinity["preferredDuringSchedulingIgnoredDuringExecution"]) {
+            if term["podAffinityTerm"]["labelSelector"].is_null() {
+                out.push(format!(
+                    "{}: {NULL_SELECTOR}",
+                    at(&format!("{preferred}[{i}].podAffinityTerm.labelSelector"))
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn items(list: &Value) -> impl Iterator<Item = (usize, &Value)> {
+    list.as_array().into_iter().flatten().enumerate()
+}
+
+/// A node selector term's deprecated label keys.
+fn node_term(term: &Value, here: &str, out: &mut Vec<String>) {
+    for (i, expression) in items(&term["matchExpressions"]) {
+        let key = expression["key"].as_str().unwrap_or("");
+        if let Some(message) = deprecated_node_label(key) {
+            out.push(format!(
+                "{here}.matchExpressions[{i}].key: {key} is {message}"
+            ));
+        }
+    }
+}
+
+/// Items of `list` whose `field` repeats an earlier one's.
+fn duplicates(list: &Value, field: &str, here: &str, out: &mut Vec<String>) {
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, item) in items(list) {
+        let value = item[field].as_str().unwrap_or("");
+        if seen.contains(&value) {
+            out.push(format!("{here}[{i}].{field}: duplicate {field} {value:?}"));
+        } else {
+            seen.push(value);
+        }
+    }
+}
+
+/// A byte quantity with a fraction of a byte.
+fn fractional_bytes(map: &Value, resource: &str, here: &str, out: &mut Vec<String>) {
+    let amount = match &map[resource] {
+        Value::String(text) => Amount::parse(text),
+        Value::Number(n) => Amount::parse(&n.to_string()),
+        _ => None,
+    };
+    if let Some(amount) = amount.filter(|a| a.milli() % 1000 != 0) {
+        out.push(format!(
+            "{here}[{resource}]: fractional byte value \"{amount}\" is invalid, must be an integer"
+        ));
+    }
+}
+
+/// Every container (init, regular, ephemeral, in upstream's visiting
+/// order) with its path.
+fn containers_with_paths<'a>(spec: &'a Value, here: &str) -> Vec<(&'a Value, String)> {
+    ["initContainers", "containers", "ephemeralContainers"]
+        .iter()
+        .flat_map(|list| items(&spec[*list]).map(move |(i, c)| (c, format!("{here}.{list}[{i}]"))))
+        .collect()
+}
+
+/// An environment variable defined again in a way `kubectl apply` may
+/// drop: from a source, as a reference to itself, or without using the
+/// earlier value.
+fn hidden_env(container: &Value, here: &str, out: &mut Vec<String>) {
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, var) in items(&container["env"]) {
+        let name = var["name"].as_str().unwrap_or("");
+        if !seen.contains(&name) {
+            seen.push(name);
+            continue;
+        }
+        let reference = format!("$({name})");
+        let value = var["value"].as_str().unwrap_or("");
+        if !var["valueFrom"].is_null() || value == reference || !value.contains(&reference) {
+            out.push(format!(
+                "{here}.env[{i}]: hides previous definition of {name:?}, which may be dropped when using apply"
+            ));
+        }
+    }
+}
+
+/// Container ports declared twice (same number and protocol) across the
+/// pod, and host IPs without a host port.
+fn ports(containers: &[(&Value, String)], out: &mut Vec<String>) {
+    // (container port, protocol, host IP, host port, path) of ports seen.
+    let mut seen: Vec<(i64, &str, &str, i64, String)> = Vec::new();
+    for (container, here) in containers {
+        for (i, port) in items(&container["ports"]) {
+            let field = format!("{here}.ports[{i}]");
+            let number = port["containerPort"].as_i64().unwrap_or(0);
+            let protocol = port["protocol"].as_str().unwrap_or("TCP");
+            let host_ip = port["hostIP"].as_str().unwrap_or("");
+            let host_port = port["hostPort"].as_i64().unwrap_or(0);
+            if !host_ip.is_empty() && host_port == 0 {
+                out.push(format!(
+                    "{field}: hostIP set without hostPort: {}",
+                    go_port(port, number, protocol, host_ip, host_port)
+                ));
+            }
+            for (n, p, other_ip, other_port, other) in &seen {
+                if (*n, *p) != (number, protocol) {
+                    continue;
+                }
+                let (a, b) = (host_ip.is_empty(), other_ip.is_empty());
+                if host_ip == *other_ip && host_port == *other_port {
+                    out.push(format!("{field}: duplicate port definition with {other}"));
+                } else if host_port == 0 || *other_port == 0 {
+                    out.push(format!("{field}: overlapping port definition with {other}"));
+                } else if host_port == *other_port && (a || b) && !(a && b) {
+                    out.push(format!(
+                        "{field}: dangerously ambiguous port definition with {other}"
+                    ));
+                }
+            }
+            seen.push((number, protocol, host_ip, host_port, field));
+        }
+    }
+}
+
+/// A container port as Go's `%+v` prints upstream's struct.
+fn go_port(port: &Value, number: i64, protocol: &str, host_ip: &str, host_port: i64) -> String {
+    let name = port["name"].as_str().unwrap_or("");
+    format!(
+        "{{Name:{name} HostPort:{host_port} ContainerPort:{number} Protocol:{protocol} HostIP:{host_ip}}}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_likely_mistake_is_warned_of_at_its_path() {
+        let pod = json!({"metadata": {"annotations": {
+                "scheduler.alpha.kubernetes.io/critical-pod": ""}},
+            "spec": {
+                "nodeSelector": {"beta.kubernetes.io/os": "linux"},
+                "terminationGracePeriodSeconds": -5,
+                "imagePullSecrets": [{"name": "a"}, {"name": "a"}],
+                "topologySpreadConstraints": [{"maxSkew": 1,
+                    "topologyKey": "failure-domain.beta.kubernetes.io/zone",
+                    "whenUnsatisfiable": "DoNotSchedule"}],
+                "containers": [
+                    {"name": "a", "resources": {"requests": {"memory": "0.5"}},
+                     "env": [{"name": "X", "value": "1"}, {"name": "X", "value": "2"},
+                             {"name": "X", "value": "$(X):3"}],
+                     "ports": [{"containerPort": 80}]},
+                    {"name": "b", "ports": [{"containerPort": 80}]}]}});
+        assert_eq!(
+            warnings(&pod, ""),
+            [
+                "spec.nodeSelector[beta.kubernetes.io/os]: deprecated since v1.14; use \"kubernetes.io/os\" instead",
+                "spec.topologySpreadConstraints[0].topologyKey: failure-domain.beta.kubernetes.io/zone is deprecated since v1.17; use \"topology.kubernetes.io/zone\" instead",
+                "spec.topologySpreadConstraints[0].labelSelector: a null labelSelector results in matching no pod",
+                "metadata.annotations[scheduler.alpha.kubernetes.io/critical-pod]: non-functional in v1.16+; use the \"priorityClassName\" field instead",
+                "spec.imagePullSecrets[1].name: duplicate name \"a\"",
+                "spec.containers[0].resources.requests[memory]: fractional byte value \"500m\" is invalid, must be an integer",
+                "spec.containers[0].env[1]: hides previous definition of \"X\", which may be dropped when using apply",
+                "spec.containers[1].ports[0]: duplicate port definition with spec.containers[0].ports[0]",
+                "spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and will be treated as 1",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_template_is_warned_of_under_its_path_and_a_plain_one_not_at_all() {
+        let template = json!({"spec": {"affinity": {"podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 1,
+                "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname"}}]}},
+            "containers": [{"name": "a", "ports": [{"containerPort": 80, "hostIP": "10.0.0.1"}]}]}});
+        assert_eq!(
+            warnings(&template, "spec.template"),
+            [
+                "spec.template.spec.containers[0].ports[0]: hostIP set without hostPort: {Name: HostPort:0 ContainerPort:80 Protocol:TCP HostIP:10.0.0.1}",
+                "spec.template.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector: a null labelSelector results in matching no pod",
+            ]
+        );
+        let plain = json!({"spec": {"containers": [{"name": "a", "image": "i",
+            "ports": [{"containerPort": 80}, {"containerPort": 80, "protocol": "UDP"}]}]}});
+        assert!(warnings(&plain, "").is_empty());
+    }
+}
