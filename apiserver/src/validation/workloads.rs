@@ -221,8 +221,34 @@ fn pod_spec_claiming(spec: &Value, path: &str, claimed: &[&str], errors: &mut Ve
             container_resources(&c["resources"], &format!("{at}.resources"), errors);
             resize_policy(c, &spec["restartPolicy"], &at, errors);
             container_restart_policy(c, list == "initContainers", &at, errors);
-            container_handlers(c, &at, errors);
+            container_handlers(c, &spec["terminationGracePeriodSeconds"], &at, errors);
         }
+    }
+    for (i, gate) in spec["readinessGates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        errors.extend(validate_qualified_name(
+            gate["conditionType"].as_str().unwrap_or(""),
+            &format!("{path}.readinessGates[{i}].conditionType"),
+        ));
+    }
+    let mut gates: Vec<&str> = Vec::new();
+    for (i, gate) in spec["schedulingGates"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let name = gate["name"].as_str().unwrap_or("");
+        let at = format!("{path}.schedulingGates[{i}]");
+        errors.extend(validate_qualified_name(name, &at));
+        if gates.contains(&name) {
+            errors.push(FieldError::duplicate(&at, name));
+        }
+        gates.push(name);
     }
     // A pod's own spec is at `spec`; templates sit deeper.
     super::ports::host_network(spec, path, path == "spec", errors);
@@ -423,7 +449,8 @@ fn container_restart_policy(c: &Value, init: bool, at: &str, errors: &mut Vec<Fi
 /// A container's probes and lifecycle hooks each name exactly one handler,
 /// in upstream's words: none is `Required: must specify a handler type`,
 /// a second is `Forbidden: may not specify more than 1 handler type`.
-fn container_handlers(c: &Value, at: &str, errors: &mut Vec<FieldError>) {
+/// A `sleep` hook lasts from none to the pod's `grace_period`.
+fn container_handlers(c: &Value, grace_period: &Value, at: &str, errors: &mut Vec<FieldError>) {
     const PROBE: [&str; 4] = ["exec", "httpGet", "tcpSocket", "grpc"];
     const HOOK: [&str; 4] = ["exec", "httpGet", "tcpSocket", "sleep"];
     let probes = ["livenessProbe", "readinessProbe", "startupProbe"]
@@ -435,9 +462,42 @@ fn container_handlers(c: &Value, at: &str, errors: &mut Vec<FieldError>) {
             &HOOK[..],
         )
     });
+    for (path, probe, _) in &probes {
+        probe_settings(probe, path, errors);
+    }
+    for probe in ["livenessProbe", "startupProbe"] {
+        let threshold = &c[probe]["successThreshold"];
+        if c[probe].is_object() && threshold.as_i64().is_some_and(|t| t != 1) {
+            errors.push(FieldError::invalid(
+                format!("{at}.{probe}.successThreshold"),
+                threshold.clone(),
+                "must be 1",
+            ));
+        }
+    }
+    let readiness_grace = &c["readinessProbe"]["terminationGracePeriodSeconds"];
+    if !readiness_grace.is_null() {
+        errors.push(FieldError::invalid(
+            format!("{at}.readinessProbe.terminationGracePeriodSeconds"),
+            readiness_grace.clone(),
+            "must not be set for readinessProbes",
+        ));
+    }
     for (path, handler, kinds) in probes.into_iter().chain(hooks) {
         if !handler.is_object() {
             continue;
+        }
+        let sleep = &handler["sleep"]["seconds"];
+        if let (Some(seconds), Some(grace)) = (sleep.as_i64(), grace_period.as_i64())
+            && !(0..=grace).contains(&seconds)
+        {
+            errors.push(FieldError::invalid(
+                format!("{path}.sleep"),
+                seconds,
+                format!(
+                    "must be non-negative and less than terminationGracePeriodSeconds ({grace})"
+                ),
+            ));
         }
         super::ports::handler_ports(handler, &path, errors);
         let mut named = kinds.iter().filter(|kind| !handler[**kind].is_null());
@@ -451,6 +511,33 @@ fn container_handlers(c: &Value, at: &str, errors: &mut Vec<FieldError>) {
                 "may not specify more than 1 handler type",
             ));
         }
+    }
+}
+
+/// A probe's counts and delays are not negative, and its own grace period
+/// (which overrides the pod's) is positive.
+fn probe_settings(probe: &Value, path: &str, errors: &mut Vec<FieldError>) {
+    if !probe.is_object() {
+        return;
+    }
+    for field in [
+        "initialDelaySeconds",
+        "timeoutSeconds",
+        "periodSeconds",
+        "successThreshold",
+        "failureThreshold",
+    ] {
+        super::non_negative_at(probe, path, field, errors);
+    }
+    if let Some(seconds) = probe["terminationGracePeriodSeconds"]
+        .as_i64()
+        .filter(|s| *s <= 0)
+    {
+        errors.push(FieldError::invalid(
+            format!("{path}.terminationGracePeriodSeconds"),
+            seconds,
+            "must be greater than 0",
+        ));
     }
 }
 

@@ -1639,3 +1639,59 @@ async fn quota_names_and_volume_capacity_are_checked_as_upstream() {
     )
     .await;
 }
+
+/// Probes count and wait in non-negative numbers, a liveness or startup
+/// probe succeeds once, a readiness probe has no grace period of its own, a
+/// `sleep` hook fits in the pod's grace period, and readiness and
+/// scheduling gates are qualified names (each gate once) — as upstream
+/// rules.
+#[tokio::test]
+async fn probes_hooks_and_gates_are_checked_as_upstream() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    let pod = json!({"metadata": {"name": "p"}, "spec": {"terminationGracePeriodSeconds": 10,
+        "readinessGates": [{"conditionType": "bad type!"}],
+        "schedulingGates": [{"name": "example.com/wait"}, {"name": "example.com/wait"}],
+        "containers": [{"name": "c", "image": "i",
+            "livenessProbe": {"exec": {"command": ["true"]}, "successThreshold": 2},
+            "readinessProbe": {"tcpSocket": {"port": 80}, "terminationGracePeriodSeconds": 5},
+            "startupProbe": {"exec": {"command": ["true"]}, "failureThreshold": -1},
+            "lifecycle": {"preStop": {"sleep": {"seconds": 20}}}}]}});
+    let (code, body) = s.post("/api/v1/namespaces/default/pods", pod).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let causes: Vec<String> = body["details"]["causes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            format!(
+                "{}: {}",
+                c["field"].as_str().unwrap_or(""),
+                c["message"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    for cause in [
+        "spec.containers[0].startupProbe.failureThreshold: Invalid value: -1: must be greater than or equal to 0",
+        "spec.containers[0].livenessProbe.successThreshold: Invalid value: 2: must be 1",
+        "spec.containers[0].readinessProbe.terminationGracePeriodSeconds: Invalid value: 5: must not be set for readinessProbes",
+        "spec.containers[0].lifecycle.preStop.sleep: Invalid value: 20: must be non-negative and less than terminationGracePeriodSeconds (10)",
+        "spec.readinessGates[0].conditionType: Invalid value: \"bad type!\": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')",
+        "spec.schedulingGates[1]: Duplicate value: \"example.com/wait\"",
+    ] {
+        assert!(
+            causes.iter().any(|c| c == cause),
+            "{cause} not in {causes:#?}"
+        );
+    }
+    assert_eq!(causes.len(), 6, "{causes:#?}");
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+    s.created(
+        "/api/v1/namespaces/default/pods",
+        json!({"metadata": {"name": "p"}, "spec": {"schedulingGates": [{"name": "example.com/wait"}],
+            "containers": [{"name": "c", "image": "i",
+                "readinessProbe": {"tcpSocket": {"port": 80}, "successThreshold": 3},
+                "lifecycle": {"preStop": {"sleep": {"seconds": 0}}}}]}}),
+    )
+    .await;
+}
