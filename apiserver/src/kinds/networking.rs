@@ -7,7 +7,6 @@
 //! parameters are cluster-scoped unless they say; the controller is a
 //! domain-prefixed path that never changes.
 
-use ipnet::IpNet;
 use serde_json::{Value, json};
 
 use super::{KindStrategy, Written, set_default};
@@ -130,30 +129,21 @@ fn policy_peer(peer: &Value, path: &str, errors: &mut Vec<FieldError>) {
         errors.push(FieldError::required(format!("{at}.cidr"), ""));
         return;
     }
-    let Ok(net) = cidr.parse::<IpNet>() else {
-        errors.push(FieldError::invalid(
-            format!("{at}.cidr"),
-            cidr,
-            "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
-        ));
+    let Some(net) = crate::validation::cidr(cidr, &format!("{at}.cidr"), errors) else {
         return;
     };
     for (k, except) in block["except"].as_array().into_iter().flatten().enumerate() {
         let text = except.as_str().unwrap_or_default();
         let field = format!("{at}.except[{k}]");
-        match text.parse::<IpNet>() {
-            Err(_) => errors.push(FieldError::invalid(
-                field,
-                text,
-                "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
-            )),
-            Ok(inner) if !(net.contains(&inner) && inner.prefix_len() > net.prefix_len()) => errors
-                .push(FieldError::invalid(
+        match crate::validation::cidr(text, &field, errors) {
+            Some(inner) if !(net.contains(&inner) && inner.prefix_len() > net.prefix_len()) => {
+                errors.push(FieldError::invalid(
                     field,
                     text,
                     "must be a strict subset of `cidr`",
-                )),
-            Ok(_) => {}
+                ))
+            }
+            _ => {}
         }
     }
 }

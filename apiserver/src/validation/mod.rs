@@ -66,6 +66,20 @@ pub(crate) fn non_negative_at(
     }
 }
 
+/// `text` at `path` is a CIDR (upstream's IsValidCIDR); the network it
+/// names when it is.
+pub(crate) fn cidr(text: &str, path: &str, errors: &mut Vec<FieldError>) -> Option<ipnet::IpNet> {
+    let net = text.parse::<ipnet::IpNet>().ok();
+    if net.is_none() {
+        errors.push(FieldError::invalid(
+            path,
+            text,
+            "must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+        ));
+    }
+    net
+}
+
 /// `text` at `path` is an IP address (upstream's IsValidIP); whether it is.
 pub(crate) fn ip_address(text: &str, path: &str, errors: &mut Vec<FieldError>) -> bool {
     let valid = text.parse::<std::net::IpAddr>().is_ok();

@@ -41,6 +41,23 @@ pub(crate) fn spec(spec: &Value, kind: &str, errors: &mut Vec<FieldError>) {
             format!("must be greater than 0 and less than {MAX_AFFINITY_SECONDS}"),
         ));
     }
+    // Upstream's path keeps the field's old capitalised name.
+    if let Some(ranges) = spec["loadBalancerSourceRanges"]
+        .as_array()
+        .filter(|r| !r.is_empty())
+    {
+        if kind != "LoadBalancer" {
+            errors.push(FieldError::forbidden(
+                "spec.LoadBalancerSourceRanges",
+                "may only be used when `type` is 'LoadBalancer'",
+            ));
+        }
+        for (i, range) in ranges.iter().enumerate() {
+            // Values may be space-padded, as the annotation they came from.
+            let text = range.as_str().unwrap_or("").trim();
+            super::cidr(text, &format!("spec.LoadBalancerSourceRanges[{i}]"), errors);
+        }
+    }
     let external_ips = spec["externalIPs"]
         .as_array()
         .is_some_and(|ips| !ips.is_empty());
@@ -139,6 +156,18 @@ mod tests {
                 "ClusterIP"
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn source_ranges_are_cidrs_of_load_balancers() {
+        let cluster = json!({"loadBalancerSourceRanges": [" 10.0.0.0/8 ", "10.0.0.0/33"]});
+        assert_eq!(
+            rendered(cluster, "ClusterIP"),
+            [
+                "spec.LoadBalancerSourceRanges: Forbidden: may only be used when `type` is 'LoadBalancer'",
+                "spec.LoadBalancerSourceRanges[1]: Invalid value: \"10.0.0.0/33\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+            ]
         );
     }
 
