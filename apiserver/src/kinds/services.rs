@@ -29,6 +29,15 @@ impl KindStrategy for Services {
         InitialStatus::Empty(|| json!({ "loadBalancer": {} }))
     }
 
+    /// Upstream's warnings about fields a Service's type makes it ignore,
+    /// on every write of the main resource.
+    fn warnings(&self, written: &Written<'_>) -> Vec<String> {
+        if written.status_only() {
+            return Vec::new();
+        }
+        service_warnings(written.object)
+    }
+
     fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
         set_default(spec, "type", json!("ClusterIP"));
         set_default(spec, "sessionAffinity", json!("None"));
@@ -170,5 +179,65 @@ fn drop_type_dependent_fields(old: &Value, new: &mut Value) {
         {
             spec.remove("loadBalancerClass");
         }
+    }
+}
+
+/// What a Service sets that its type ignores, and a deprecated annotation.
+fn service_warnings(service: &Value) -> Vec<String> {
+    const HINTS: &str = "service.kubernetes.io/topology-aware-hints";
+    let spec = &service["spec"];
+    let kind = spec["type"].as_str().unwrap_or("ClusterIP");
+    let set = |field: &str| match &spec[field] {
+        Value::String(text) => !text.is_empty(),
+        Value::Array(items) => !items.is_empty(),
+        _ => false,
+    };
+    let mut out = Vec::new();
+    if service["metadata"]["annotations"].get(HINTS).is_some() {
+        out.push(format!(
+            "annotation {HINTS} is deprecated, please use service.kubernetes.io/topology-mode instead"
+        ));
+    }
+    if kind == "ClusterIP" && spec["clusterIP"] == "None" {
+        if set("loadBalancerIP") {
+            out.push("spec.loadBalancerIP is ignored for headless services".into());
+        }
+        if set("externalIPs") {
+            out.push("spec.externalIPs is ignored for headless services".into());
+        }
+        if spec["sessionAffinity"]
+            .as_str()
+            .is_some_and(|a| a != "None")
+        {
+            out.push("spec.SessionAffinity is ignored for headless services".into());
+        }
+    }
+    if kind == "ExternalName" && set("externalIPs") {
+        out.push("spec.externalIPs is ignored when spec.type is \"ExternalName\"".into());
+    }
+    if kind != "ExternalName" && set("externalName") {
+        out.push("spec.externalName is ignored when spec.type is not \"ExternalName\"".into());
+    }
+    out
+}
+
+#[cfg(test)]
+mod warning_tests {
+    use super::*;
+
+    #[test]
+    fn fields_a_services_type_ignores_are_warned_of() {
+        let headless = json!({"spec": {"type": "ClusterIP", "clusterIP": "None",
+            "sessionAffinity": "ClientIP", "externalIPs": ["10.0.0.1"], "externalName": "x.example"}});
+        assert_eq!(
+            service_warnings(&headless),
+            [
+                "spec.externalIPs is ignored for headless services",
+                "spec.SessionAffinity is ignored for headless services",
+                "spec.externalName is ignored when spec.type is not \"ExternalName\"",
+            ]
+        );
+        let plain = json!({"spec": {"type": "ClusterIP", "clusterIP": "10.43.0.5", "sessionAffinity": "None"}});
+        assert!(service_warnings(&plain).is_empty());
     }
 }
