@@ -3,7 +3,9 @@
 //! defaults for every writer, so clients that read `name` as always present
 //! (kubectl's describe) find it on slices written by anyone. The core
 //! Endpoints they succeed live here too: their ports speak TCP unless they
-//! say otherwise, and their addresses are IP addresses.
+//! say otherwise, and their addresses are IP addresses. Slices are checked
+//! as upstream checks them: addresses of their type, known protocols,
+//! unique port names.
 
 use serde_json::{Map, Value, json};
 
@@ -11,6 +13,7 @@ use super::{KindStrategy, Written, changed_outside_metadata, set_default};
 use crate::object::items_mut;
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
+use crate::validation::{NameRule, validate_name, validate_qualified_name};
 
 /// The `endpointslices` resource.
 #[derive(Debug)]
@@ -21,6 +24,82 @@ impl KindStrategy for EndpointSlices {
         for port in items_mut(object, &["ports"]) {
             set_default(port, "name", json!(""));
             set_default(port, "protocol", json!("TCP"));
+        }
+    }
+
+    /// Upstream's rules: a known address type that never changes, each
+    /// endpoint with at least one address of that type (at most 100) and a
+    /// host name that is a DNS label, and ports named (each name once) with
+    /// a known protocol.
+    fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
+        let slice = written.object;
+        let address_type = slice["addressType"].as_str().unwrap_or("");
+        match address_type {
+            "" => errors.push(FieldError::required("addressType", "")),
+            "IPv4" | "IPv6" | "FQDN" => {}
+            other => errors.push(FieldError::not_supported(
+                "addressType",
+                other,
+                &["FQDN", "IPv4", "IPv6"],
+            )),
+        }
+        for (i, endpoint) in items(&slice["endpoints"]) {
+            let at = format!("endpoints[{i}]");
+            let addresses = endpoint["addresses"].as_array().map_or(0, Vec::len);
+            if addresses == 0 {
+                errors.push(FieldError::required(
+                    format!("{at}.addresses"),
+                    "must contain at least 1 address",
+                ));
+            } else if addresses > MAX_ADDRESSES {
+                errors.push(FieldError::too_many(
+                    format!("{at}.addresses"),
+                    addresses as u64,
+                    MAX_ADDRESSES as u64,
+                ));
+            }
+            for (j, address) in items(&endpoint["addresses"]) {
+                let text = address.as_str().unwrap_or("");
+                slice_address(address_type, text, &format!("{at}.addresses[{j}]"), errors);
+            }
+            if let Some(host) = endpoint["hostname"].as_str() {
+                errors.extend(validate_name(
+                    NameRule::Label,
+                    host,
+                    &format!("{at}.hostname"),
+                ));
+            }
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for (i, port) in items(&slice["ports"]) {
+            let at = format!("ports[{i}]");
+            let name = port["name"].as_str().unwrap_or("");
+            if !name.is_empty() {
+                errors.extend(validate_name(NameRule::Label, name, &format!("{at}.name")));
+            }
+            if names.contains(&name) {
+                errors.push(FieldError::duplicate(format!("{at}.name"), name));
+            } else {
+                names.push(name);
+            }
+            match port["protocol"].as_str() {
+                None => errors.push(FieldError::required(format!("{at}.protocol"), "")),
+                Some("TCP" | "UDP" | "SCTP") => {}
+                Some(other) => errors.push(FieldError::not_supported(
+                    format!("{at}.protocol"),
+                    other,
+                    &["SCTP", "TCP", "UDP"],
+                )),
+            }
+            if let Some(protocol) = port["appProtocol"].as_str() {
+                errors.extend(validate_qualified_name(
+                    protocol,
+                    &format!("{at}.appProtocol"),
+                ));
+            }
+        }
+        if let Some(old) = written.old {
+            crate::validation::workloads::immutable(old, slice, &["addressType"], errors);
         }
     }
 
@@ -78,6 +157,64 @@ impl KindStrategy for Endpoints {
                 );
             }
         }
+    }
+}
+
+/// Most addresses one endpoint of a slice lists.
+const MAX_ADDRESSES: usize = 100;
+
+fn items(list: &Value) -> impl Iterator<Item = (usize, &Value)> {
+    list.as_array().into_iter().flatten().enumerate()
+}
+
+/// An address of a slice's type (an unknown type's are not checked, as
+/// upstream leaves them).
+fn slice_address(address_type: &str, text: &str, path: &str, errors: &mut Vec<FieldError>) {
+    let family_ok = match address_type {
+        "IPv4" => text.parse::<std::net::Ipv4Addr>().is_ok(),
+        "IPv6" => text.parse::<std::net::Ipv6Addr>().is_ok(),
+        "FQDN" => {
+            fqdn(text, path, errors);
+            return;
+        }
+        _ => return,
+    };
+    if !family_ok {
+        errors.push(FieldError::invalid(
+            path,
+            text,
+            format!("must be a valid {address_type} address"),
+        ));
+    }
+    // Upstream's second check, that it is an endpoint IP at all.
+    if text.parse::<std::net::IpAddr>().is_err() {
+        errors.push(FieldError::invalid(
+            path,
+            text,
+            "must be a valid IP address",
+        ));
+    }
+}
+
+/// Upstream's IsFullyQualifiedDomainName: a DNS subdomain of at least two
+/// labels (a trailing dot allowed).
+fn fqdn(text: &str, path: &str, errors: &mut Vec<FieldError>) {
+    let name = text.strip_suffix('.').unwrap_or(text);
+    if name.is_empty() {
+        errors.push(FieldError::required(path, ""));
+        return;
+    }
+    let found = validate_name(NameRule::Subdomain, name, path);
+    if !found.is_empty() {
+        errors.extend(found);
+        return;
+    }
+    if name.split('.').count() < 2 {
+        errors.push(FieldError::invalid(
+            path,
+            name,
+            "should be a domain with at least two segments separated by dots",
+        ));
     }
 }
 

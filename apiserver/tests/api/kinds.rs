@@ -1695,3 +1695,65 @@ async fn probes_hooks_and_gates_are_checked_as_upstream() {
     )
     .await;
 }
+
+/// An EndpointSlice's addresses are of its type, its ports speak a known
+/// protocol under unique names, and its type never changes — as upstream
+/// rules.
+#[tokio::test]
+async fn endpoint_slices_are_checked_as_upstream() {
+    let s = TestServer::new().await;
+    let slices = "/apis/discovery.k8s.io/v1/namespaces/default/endpointslices";
+    invalid(
+        s.post(
+            slices,
+            json!({"metadata": {"name": "es"}, "addressType": "IPv4",
+                "endpoints": [{"addresses": ["not-an-ip", "fd00::1"]}, {"addresses": []}],
+                "ports": [{"name": "http", "port": 80, "protocol": "HTTP"}, {"name": "http", "port": 81}]}),
+        )
+        .await,
+        "EndpointSlice.discovery.k8s.io \"es\" is invalid: [endpoints[0].addresses[0]: Invalid value: \"not-an-ip\": must be a valid IPv4 address, \
+         endpoints[0].addresses[0]: Invalid value: \"not-an-ip\": must be a valid IP address, \
+         endpoints[0].addresses[1]: Invalid value: \"fd00::1\": must be a valid IPv4 address, \
+         endpoints[1].addresses: Required value: must contain at least 1 address, \
+         ports[0].protocol: Unsupported value: \"HTTP\": supported values: \"SCTP\", \"TCP\", \"UDP\", \
+         ports[1].name: Duplicate value: \"http\"]",
+    );
+    s.created(
+        slices,
+        json!({"metadata": {"name": "es"}, "addressType": "FQDN",
+            "endpoints": [{"addresses": ["db.example.com"], "hostname": "db-0"}],
+            "ports": [{"name": "pg", "port": 5432, "appProtocol": "postgresql"}]}),
+    )
+    .await;
+    invalid(
+        s.merge_patch(
+            &format!("{slices}/es"),
+            json!({"addressType": "IPv4",
+            "endpoints": [{"addresses": ["10.0.0.1"]}]}),
+        )
+        .await,
+        "EndpointSlice.discovery.k8s.io \"es\" is invalid: addressType: Invalid value: \"IPv4\": field is immutable",
+    );
+}
+
+/// A certificate signing request holds a PEM request, asks for known key
+/// usages once each and names its signer as `example.com/signer-name`, as
+/// upstream rules; nothing refused is stored.
+#[tokio::test]
+async fn certificate_requests_are_checked_as_upstream() {
+    let s = TestServer::new().await;
+    let before = s.keys().await;
+    invalid(
+        s.post(
+            "/apis/certificates.k8s.io/v1/certificatesigningrequests",
+            json!({"metadata": {"name": "csr"}, "spec": {"request": "bm90",
+                "signerName": "bad", "usages": ["flying", "client auth", "client auth"]}}),
+        )
+        .await,
+        "CertificateSigningRequest.certificates.k8s.io \"csr\" is invalid: [spec.request: Invalid value: []byte{0x6e, 0x6f, 0x74}: PEM block type must be CERTIFICATE REQUEST, \
+         spec.usages[0]: Unsupported value: \"flying\": supported values: \"any\", \"cert sign\", \"client auth\", \"code signing\", \"content commitment\", \"crl sign\", \"data encipherment\", \"decipher only\", \"digital signature\", \"email protection\", \"encipher only\", \"ipsec end system\", \"ipsec tunnel\", \"ipsec user\", \"key agreement\", \"key encipherment\", \"microsoft sgc\", \"netscape sgc\", \"ocsp signing\", \"s/mime\", \"server auth\", \"signing\", \"timestamping\", \
+         spec.usages[2]: Duplicate value: \"client auth\", \
+         spec.signerName: Invalid value: \"bad\": must be a fully qualified domain and path of the form 'example.com/signer-name']",
+    );
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+}

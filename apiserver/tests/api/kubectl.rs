@@ -455,7 +455,7 @@ async fn kubectl_get_prints_upstreams_columns_for_rbac_storage_and_policy_kinds(
         "ownerReferences":[{"apiVersion":"apps/v1","kind":"StatefulSet","name":"web",
           "uid":"0b7c4a52-6f3e-4a59-9f37-0f2b8e8c1d11","controller":true}]},"revision":2},
       {"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"web-1"},
-        "addressType":"IPv4","ports":[{"port":80},{"port":443}],
+        "addressType":"IPv4","ports":[{"name":"http","port":80},{"name":"https","port":443}],
         "endpoints":[{"addresses":["10.42.0.1"]},{"addresses":["10.42.0.2"]},
           {"addresses":["10.42.0.3"]},{"addresses":["10.42.0.4"]}]}]}"#;
     create(&k, objects).await;
