@@ -128,6 +128,23 @@ fn go_bytes(bytes: &[u8]) -> String {
     format!("[]byte{{{}}}", items.join(", "))
 }
 
+/// The errors of the first of `labels` that breaks `rule`, shown as
+/// upstream shows them: on the whole `segment`, naming the label (later
+/// labels would only repeat them).
+fn first_bad_label(labels: &[&str], rule: NameRule, segment: &str, errors: &mut Vec<FieldError>) {
+    let found = labels
+        .iter()
+        .map(|label| (label, validate_name(rule, label, "")))
+        .find(|(_, found)| !found.is_empty());
+    for error in found.iter().flat_map(|(label, found)| {
+        found
+            .iter()
+            .map(move |e| format!("validating label {label:?}: {}", e.detail))
+    }) {
+        errors.push(FieldError::invalid("spec.signerName", segment, error));
+    }
+}
+
 /// Upstream's ValidateSignerName: `<domain>/<path>`, the domain of at
 /// least two DNS labels and the path of dot-separated DNS subdomains.
 fn signer_name(name: &str, errors: &mut Vec<FieldError>) {
@@ -148,19 +165,7 @@ fn signer_name(name: &str, errors: &mut Vec<FieldError>) {
         errors.push(FieldError::too_long(AT, MAX_SIGNER_DOMAIN));
     }
     let labels: Vec<&str> = domain.split('.').collect();
-    for label in &labels {
-        let found = validate_name(NameRule::Label, label, AT);
-        if !found.is_empty() {
-            for error in found {
-                errors.push(FieldError::invalid(
-                    AT,
-                    domain,
-                    format!("validating label {label:?}: {}", error.detail),
-                ));
-            }
-            break;
-        }
-    }
+    first_bad_label(&labels, NameRule::Label, domain, errors);
     if labels.len() < 2 {
         errors.push(FieldError::invalid(
             AT,
@@ -168,19 +173,8 @@ fn signer_name(name: &str, errors: &mut Vec<FieldError>) {
             "should be a domain with at least two segments separated by dots",
         ));
     }
-    for label in path.split('.') {
-        let found = validate_name(NameRule::Subdomain, label, AT);
-        if !found.is_empty() {
-            for error in found {
-                errors.push(FieldError::invalid(
-                    AT,
-                    path,
-                    format!("validating label {label:?}: {}", error.detail),
-                ));
-            }
-            break;
-        }
-    }
+    let parts: Vec<&str> = path.split('.').collect();
+    first_bad_label(&parts, NameRule::Subdomain, path, errors);
     if name.len() > MAX_SIGNER_NAME {
         errors.push(FieldError::too_long(AT, MAX_SIGNER_NAME));
     }

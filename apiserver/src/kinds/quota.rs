@@ -69,11 +69,7 @@ const SCOPES: &[&str] = &[
 /// refuses the rest), and a JSON number is a quantity too.
 pub(super) fn quantities(map: &Value, field: &str, errors: &mut Vec<FieldError>) {
     for (name, value) in map.as_object().into_iter().flatten() {
-        let amount = match value {
-            Value::String(text) => Amount::parse(text),
-            Value::Number(number) => Amount::parse(&number.to_string()),
-            _ => None,
-        };
+        let amount = crate::validation::quantity(value);
         if amount.is_some_and(|a| a.milli() < 0) {
             errors.push(FieldError::invalid(
                 format!("{field}[{name}]"),
@@ -114,11 +110,7 @@ fn quota_names(map: &Value, field: &str, errors: &mut Vec<FieldError>) {
 /// Object counts and extended resources are whole numbers.
 fn whole_counts(map: &Value, field: &str, errors: &mut Vec<FieldError>) {
     for (name, value) in map.as_object().into_iter().flatten() {
-        let amount = match value {
-            Value::String(text) => Amount::parse(text),
-            Value::Number(number) => Amount::parse(&number.to_string()),
-            _ => None,
-        };
+        let amount = crate::validation::quantity(value);
         let fraction = amount.is_some_and(|a| a.milli() % 1000 != 0);
         if fraction && resource_names::is_integer(name) {
             errors.push(FieldError::invalid(

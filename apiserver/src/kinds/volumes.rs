@@ -317,11 +317,7 @@ fn capacity(capacity: &Value, errors: &mut Vec<FieldError>) {
         ));
     }
     for (name, quantity) in map {
-        let amount = match quantity {
-            Value::String(text) => Amount::parse(text),
-            Value::Number(n) => Amount::parse(&n.to_string()),
-            _ => None,
-        };
+        let amount = crate::validation::quantity(quantity);
         if amount.is_some_and(|a| a.milli() <= 0) {
             errors.push(FieldError::invalid(
                 format!("spec.capacity[{name}]"),

@@ -5,7 +5,6 @@
 //! one policy of a positive value over at most half an hour.
 
 use serde_json::Value;
-use skiff_common::amount::Amount;
 
 use crate::status::FieldError;
 
@@ -210,12 +209,10 @@ fn metric_target(target: &Value, at: &str, errors: &mut Vec<FieldError>) {
     }
     for field in ["value", "averageValue"] {
         let quantity = &target[field];
-        let amount = match quantity {
-            Value::String(text) => Amount::parse(text),
-            Value::Number(n) => Amount::parse(&n.to_string()),
-            _ => continue,
-        };
-        if amount.is_none_or(|a| a.milli() <= 0) {
+        if quantity.is_null() {
+            continue;
+        }
+        if super::quantity(quantity).is_none_or(|a| a.milli() <= 0) {
             errors.push(FieldError::invalid(
                 format!("{at}.{field}"),
                 quantity.clone(),

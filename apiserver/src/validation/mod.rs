@@ -66,6 +66,16 @@ pub(crate) fn non_negative_at(
     }
 }
 
+/// A quantity as JSON gives it: its text, or a number (which upstream's
+/// decoder reads as a quantity too); `None` for anything else.
+pub(crate) fn quantity(value: &Value) -> Option<skiff_common::amount::Amount> {
+    match value {
+        Value::String(text) => skiff_common::amount::Amount::parse(text),
+        Value::Number(n) => skiff_common::amount::Amount::parse(&n.to_string()),
+        _ => None,
+    }
+}
+
 /// `text` at `path` is a CIDR (upstream's IsValidCIDR); the network it
 /// names when it is.
 pub(crate) fn cidr(text: &str, path: &str, errors: &mut Vec<FieldError>) -> Option<ipnet::IpNet> {

@@ -10,7 +10,6 @@
 //! template's own path) for a workload.
 
 use serde_json::Value;
-use skiff_common::amount::Amount;
 
 /// Node labels that have a newer name, and what upstream says of each.
 const DEPRECATED_NODE_LABELS: &[(&str, &str)] = &[
@@ -283,12 +282,7 @@ fn duplicates(list: &Value, field: &str, here: &str, out: &mut Vec<String>) {
 
 /// A byte quantity with a fraction of a byte.
 fn fractional_bytes(map: &Value, resource: &str, here: &str, out: &mut Vec<String>) {
-    let amount = match &map[resource] {
-        Value::String(text) => Amount::parse(text),
-        Value::Number(n) => Amount::parse(&n.to_string()),
-        _ => None,
-    };
-    if let Some(amount) = amount.filter(|a| a.milli() % 1000 != 0) {
+    if let Some(amount) = super::quantity(&map[resource]).filter(|a| a.milli() % 1000 != 0) {
         out.push(format!(
             "{here}[{resource}]: fractional byte value \"{amount}\" is invalid, must be an integer"
         ));

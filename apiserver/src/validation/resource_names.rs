@@ -4,8 +4,9 @@
 //! `IsIntegerResourceName`, in one place for the quota, limit and
 //! container checks.
 
-/// Names standard for some purpose (quota, containers or volumes).
-const STANDARD: &[&str] = &[
+/// Compute and storage names standard for some purpose (quota, containers
+/// or volumes).
+const AMOUNTS: &[&str] = &[
     "cpu",
     "memory",
     "ephemeral-storage",
@@ -15,44 +16,12 @@ const STANDARD: &[&str] = &[
     "limits.cpu",
     "limits.memory",
     "limits.ephemeral-storage",
-    "pods",
-    "resourcequotas",
-    "services",
-    "replicationcontrollers",
-    "secrets",
-    "configmaps",
-    "persistentvolumeclaims",
     "storage",
     "requests.storage",
-    "services.nodeports",
-    "services.loadbalancers",
 ];
 
-/// Names a quota may limit without a prefix.
-const QUOTA: &[&str] = &[
-    "cpu",
-    "memory",
-    "ephemeral-storage",
-    "requests.cpu",
-    "requests.memory",
-    "requests.storage",
-    "requests.ephemeral-storage",
-    "limits.cpu",
-    "limits.memory",
-    "limits.ephemeral-storage",
-    "pods",
-    "resourcequotas",
-    "services",
-    "replicationcontrollers",
-    "secrets",
-    "persistentvolumeclaims",
-    "configmaps",
-    "services.nodeports",
-    "services.loadbalancers",
-];
-
-/// Object counts: quantities of these are whole numbers.
-const INTEGER: &[&str] = &[
+/// Object counts, standard too: quantities of these are whole numbers.
+const COUNTS: &[&str] = &[
     "pods",
     "resourcequotas",
     "services",
@@ -75,12 +44,13 @@ fn is_quota_huge_pages(name: &str) -> bool {
 
 /// Upstream's IsStandardResourceName.
 pub(crate) fn is_standard(name: &str) -> bool {
-    STANDARD.contains(&name) || is_quota_huge_pages(name)
+    AMOUNTS.contains(&name) || COUNTS.contains(&name) || is_quota_huge_pages(name)
 }
 
-/// Upstream's IsStandardQuotaResourceName.
+/// Upstream's IsStandardQuotaResourceName: the standard names but the
+/// bare `storage` (a quota counts `requests.storage`).
 pub(crate) fn is_standard_for_quota(name: &str) -> bool {
-    QUOTA.contains(&name) || is_quota_huge_pages(name)
+    is_standard(name) && name != "storage"
 }
 
 /// Upstream's IsIntegerResourceName: object counts, and extended resources
@@ -91,7 +61,7 @@ pub(crate) fn is_integer(name: &str) -> bool {
         && !name.contains("kubernetes.io/")
         && !name.starts_with("requests.")
         && super::validate_qualified_name(&format!("requests.{name}"), "").is_empty();
-    INTEGER.contains(&name) || extended
+    COUNTS.contains(&name) || extended
 }
 
 #[cfg(test)]
