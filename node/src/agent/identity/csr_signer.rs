@@ -160,12 +160,20 @@ mod tests {
     use super::*;
     use crate::agent::identity::test_pki::the_request;
 
+    /// A real request (the API server refuses one that does not parse),
+    /// made once so every call sends the same bytes.
     fn request() -> ServingCertRequest {
+        static PEM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let csr_pem = PEM.get_or_init(|| {
+            let key = rcgen::KeyPair::generate().unwrap();
+            crate::agent::identity::pki::node_subject("n1")
+                .serialize_request(&key)
+                .and_then(|r| r.pem())
+                .unwrap()
+        });
         ServingCertRequest {
             node_name: "n1".into(),
-            csr_pem:
-                "-----BEGIN CERTIFICATE REQUEST-----\nAA==\n-----END CERTIFICATE REQUEST-----\n"
-                    .into(),
+            csr_pem: csr_pem.clone(),
             addresses: vec!["10.0.0.5".into()],
         }
     }
