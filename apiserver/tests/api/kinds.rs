@@ -1757,3 +1757,51 @@ async fn certificate_requests_are_checked_as_upstream() {
     );
     assert_eq!(s.keys().await, before, "refused writes store nothing");
 }
+
+/// A VolumeAttachment names its attacher, node and one source and never
+/// changes its spec; a CSIDriver asks for known policies and for tokens
+/// that live ten minutes or more — as upstream rules.
+#[tokio::test]
+async fn volume_attachments_and_csi_drivers_are_checked_as_upstream() {
+    let s = TestServer::new().await;
+    let attachments = "/apis/storage.k8s.io/v1/volumeattachments";
+    invalid(
+        s.post(
+            attachments,
+            json!({"metadata": {"name": "va"}, "spec": {"attacher": "", "nodeName": "n1", "source": {}}}),
+        )
+        .await,
+        "VolumeAttachment.storage.k8s.io \"va\" is invalid: [spec.attacher: Required value, \
+         spec.source: Required value: must specify exactly one of inlineVolumeSpec and persistentVolumeName]",
+    );
+    s.created(
+        attachments,
+        json!({"metadata": {"name": "va"}, "spec": {"attacher": "csi.example.com", "nodeName": "n1",
+            "source": {"persistentVolumeName": "pv-1"}}}),
+    )
+    .await;
+    let (code, body) = s
+        .merge_patch(
+            &format!("{attachments}/va"),
+            json!({"spec": {"nodeName": "n2"}}),
+        )
+        .await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.ends_with("field is immutable")),
+        "{body}"
+    );
+    invalid(
+        s.post(
+            "/apis/storage.k8s.io/v1/csidrivers",
+            json!({"metadata": {"name": "csi.example.com"}, "spec": {"fsGroupPolicy": "Always",
+                "tokenRequests": [{"audience": "a", "expirationSeconds": 60}, {"audience": "a"}]}}),
+        )
+        .await,
+        "CSIDriver.storage.k8s.io \"csi.example.com\" is invalid: [spec.fsGroupPolicy: Unsupported value: \"Always\": supported values: \"File\", \"None\", \"ReadWriteOnceWithFSType\", \
+         spec.tokenRequests[0].expirationSeconds: Invalid value: 60: may not specify a duration less than 10 minutes, \
+         spec.tokenRequests[1].audience: Duplicate value: \"a\"]",
+    );
+}
