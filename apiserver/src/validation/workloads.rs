@@ -33,7 +33,30 @@ pub(crate) fn pod(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldErr
     {
         errors.push(FieldError::forbidden("spec", POD_UPDATE_RULE));
     }
+    only_removed_gates(&old["spec"], &object["spec"], errors);
     ephemeral_containers(&old["spec"], &object["spec"], errors);
+}
+
+/// A pod's scheduling gates may be removed (what lets it be scheduled),
+/// never added, as upstream rules.
+fn only_removed_gates(old: &Value, new: &Value, errors: &mut Vec<FieldError>) {
+    let names = |spec: &Value| -> Vec<String> {
+        spec["schedulingGates"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|g| g["name"].as_str().unwrap_or("").to_owned())
+            .collect()
+    };
+    let before = names(old);
+    for (i, gate) in names(new).iter().enumerate() {
+        if !before.contains(gate) {
+            errors.push(FieldError::forbidden(
+                format!("spec.schedulingGates[{i}].name"),
+                format!("only deletion is allowed, but found new scheduling gate '{gate}'"),
+            ));
+        }
+    }
 }
 
 /// Fields an ephemeral container may not set: it is never restarted,
@@ -132,7 +155,8 @@ fn ephemeral_containers(old: &Value, spec: &Value, errors: &mut Vec<FieldError>)
 }
 
 /// A pod spec with the fields an update may change blanked out, so two specs
-/// compare equal when only those differ. `spec.nodeName` may go from unset
+/// compare equal when only those differ (scheduling gates are left to
+/// their own check). `spec.nodeName` may go from unset
 /// to set (what a binding does); tolerations may only grow.
 fn mutable_view(spec: &Value, new: &Value) -> Value {
     let mut view = spec.clone();
@@ -143,6 +167,8 @@ fn mutable_view(spec: &Value, new: &Value) -> Value {
         "activeDeadlineSeconds",
         "terminationGracePeriodSeconds",
         "ephemeralContainers",
+        // Checked on their own: gates may only be removed.
+        "schedulingGates",
     ] {
         map.remove(field);
     }

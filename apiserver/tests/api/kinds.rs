@@ -1805,3 +1805,41 @@ async fn volume_attachments_and_csi_drivers_are_checked_as_upstream() {
          spec.tokenRequests[1].audience: Duplicate value: \"a\"]",
     );
 }
+
+/// A pod's scheduling gates come off one by one (what lets it be
+/// scheduled) but none is added after it is made, as upstream rules.
+#[tokio::test]
+async fn scheduling_gates_may_only_be_removed() {
+    let s = TestServer::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    s.created(
+        pods,
+        json!({"metadata": {"name": "gated"}, "spec": {
+            "schedulingGates": [{"name": "example.com/a"}, {"name": "example.com/b"}],
+            "containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .await;
+    let path = format!("{pods}/gated");
+    let patched = s
+        .merge_patch_ok(
+            &path,
+            json!({"spec": {"schedulingGates": [{"name": "example.com/b"}]}}),
+        )
+        .await;
+    assert_eq!(
+        patched["spec"]["schedulingGates"],
+        json!([{"name": "example.com/b"}])
+    );
+    invalid(
+        s.merge_patch(
+            &path,
+            json!({"spec": {"schedulingGates": [{"name": "example.com/b"}, {"name": "example.com/c"}]}}),
+        )
+        .await,
+        "Pod \"gated\" is invalid: spec.schedulingGates[1].name: Forbidden: only deletion is allowed, but found new scheduling gate 'example.com/c'",
+    );
+    let cleared = s
+        .merge_patch_ok(&path, json!({"spec": {"schedulingGates": null}}))
+        .await;
+    assert!(cleared["spec"]["schedulingGates"].is_null(), "{cleared}");
+}
