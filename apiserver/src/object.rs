@@ -91,6 +91,12 @@ pub(crate) fn str_items(list: &Value) -> impl Iterator<Item = &str> {
         .filter_map(Value::as_str)
 }
 
+/// The items of a JSON list with their indices (none when it is not a
+/// list), for checks that report `field[i]`.
+pub(crate) fn indexed(list: &Value) -> impl Iterator<Item = (usize, &Value)> {
+    list.as_array().into_iter().flatten().enumerate()
+}
+
 /// Whether `metadata.deletionTimestamp` is set.
 pub(crate) fn is_terminating(object: &Value) -> bool {
     meta_str(object, "deletionTimestamp").is_some()

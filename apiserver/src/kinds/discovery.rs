@@ -10,7 +10,7 @@
 use serde_json::{Map, Value, json};
 
 use super::{KindStrategy, Written, changed_outside_metadata, set_default};
-use crate::object::items_mut;
+use crate::object::{indexed, items_mut};
 use crate::registry::ResourceInfo;
 use crate::status::FieldError;
 use crate::validation::{NameRule, validate_name, validate_qualified_name};
@@ -43,7 +43,7 @@ impl KindStrategy for EndpointSlices {
                 &["FQDN", "IPv4", "IPv6"],
             )),
         }
-        for (i, endpoint) in items(&slice["endpoints"]) {
+        for (i, endpoint) in indexed(&slice["endpoints"]) {
             let at = format!("endpoints[{i}]");
             let addresses = endpoint["addresses"].as_array().map_or(0, Vec::len);
             if addresses == 0 {
@@ -58,7 +58,7 @@ impl KindStrategy for EndpointSlices {
                     MAX_ADDRESSES as u64,
                 ));
             }
-            for (j, address) in items(&endpoint["addresses"]) {
+            for (j, address) in indexed(&endpoint["addresses"]) {
                 let text = address.as_str().unwrap_or("");
                 slice_address(address_type, text, &format!("{at}.addresses[{j}]"), errors);
             }
@@ -71,7 +71,7 @@ impl KindStrategy for EndpointSlices {
             }
         }
         let mut names: Vec<&str> = Vec::new();
-        for (i, port) in items(&slice["ports"]) {
+        for (i, port) in indexed(&slice["ports"]) {
             let at = format!("ports[{i}]");
             let name = port["name"].as_str().unwrap_or("");
             if !name.is_empty() {
@@ -162,10 +162,6 @@ impl KindStrategy for Endpoints {
 
 /// Most addresses one endpoint of a slice lists.
 const MAX_ADDRESSES: usize = 100;
-
-fn items(list: &Value) -> impl Iterator<Item = (usize, &Value)> {
-    list.as_array().into_iter().flatten().enumerate()
-}
 
 /// An address of a slice's type (an unknown type's are not checked, as
 /// upstream leaves them).

@@ -11,6 +11,8 @@
 
 use serde_json::Value;
 
+use crate::object::indexed;
+
 /// Node labels that have a newer name, and what upstream says of each.
 const DEPRECATED_NODE_LABELS: &[(&str, &str)] = &[
     (
@@ -108,9 +110,9 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
     }
     let node_affinity = &spec["affinity"]["nodeAffinity"];
     let required = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution";
-    for (i, term) in
-        items(&node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"])
-    {
+    for (i, term) in indexed(
+        &node_affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"],
+    ) {
         node_term(
             term,
             &at(&format!("{required}.nodeSelectorTerms[{i}]")),
@@ -118,14 +120,14 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
         );
     }
     let preferred = "spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution";
-    for (i, term) in items(&node_affinity["preferredDuringSchedulingIgnoredDuringExecution"]) {
+    for (i, term) in indexed(&node_affinity["preferredDuringSchedulingIgnoredDuringExecution"]) {
         node_term(
             &term["preference"],
             &at(&format!("{preferred}[{i}].preference")),
             &mut out,
         );
     }
-    for (i, constraint) in items(&spec["topologySpreadConstraints"]) {
+    for (i, constraint) in indexed(&spec["topologySpreadConstraints"]) {
         let here = at(&format!("spec.topologySpreadConstraints[{i}]"));
         let key = constraint["topologyKey"].as_str().unwrap_or("");
         if let Some(message) = deprecated_node_label(key) {
@@ -145,7 +147,7 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
         }
     }
 
-    for (i, volume) in items(&spec["volumes"]) {
+    for (i, volume) in indexed(&spec["volumes"]) {
         for (source, message) in REMOVED_VOLUMES {
             if volume[*source].is_object() {
                 out.push(format!(
@@ -168,7 +170,7 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
         &at("spec.imagePullSecrets"),
         &mut out,
     );
-    for (i, secret) in items(&spec["imagePullSecrets"]) {
+    for (i, secret) in indexed(&spec["imagePullSecrets"]) {
         if secret["name"].as_str().unwrap_or("").is_empty() {
             out.push(format!(
                 "{}: invalid empty name \"\"",
@@ -229,7 +231,7 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
         let affinity = &spec["affinity"][kind];
         let required =
             format!("spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution");
-        for (i, term) in items(&affinity["requiredDuringSchedulingIgnoredDuringExecution"]) {
+        for (i, term) in indexed(&affinity["requiredDuringSchedulingIgnoredDuringExecution"]) {
             if term["labelSelector"].is_null() {
                 out.push(format!(
                     "{}: {NULL_SELECTOR}",
@@ -239,7 +241,7 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
         }
         let preferred =
             format!("spec.affinity.{kind}.preferredDuringSchedulingIgnoredDuringExecution");
-        for (i, term) in items(&affinity["preferredDuringSchedulingIgnoredDuringExecution"]) {
+        for (i, term) in indexed(&affinity["preferredDuringSchedulingIgnoredDuringExecution"]) {
             if term["podAffinityTerm"]["labelSelector"].is_null() {
                 out.push(format!(
                     "{}: {NULL_SELECTOR}",
@@ -251,13 +253,9 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
     out
 }
 
-fn items(list: &Value) -> impl Iterator<Item = (usize, &Value)> {
-    list.as_array().into_iter().flatten().enumerate()
-}
-
 /// A node selector term's deprecated label keys.
 fn node_term(term: &Value, here: &str, out: &mut Vec<String>) {
-    for (i, expression) in items(&term["matchExpressions"]) {
+    for (i, expression) in indexed(&term["matchExpressions"]) {
         let key = expression["key"].as_str().unwrap_or("");
         if let Some(message) = deprecated_node_label(key) {
             out.push(format!(
@@ -270,7 +268,7 @@ fn node_term(term: &Value, here: &str, out: &mut Vec<String>) {
 /// Items of `list` whose `field` repeats an earlier one's.
 fn duplicates(list: &Value, field: &str, here: &str, out: &mut Vec<String>) {
     let mut seen: Vec<&str> = Vec::new();
-    for (i, item) in items(list) {
+    for (i, item) in indexed(list) {
         let value = item[field].as_str().unwrap_or("");
         if seen.contains(&value) {
             out.push(format!("{here}[{i}].{field}: duplicate {field} {value:?}"));
@@ -294,7 +292,9 @@ fn fractional_bytes(map: &Value, resource: &str, here: &str, out: &mut Vec<Strin
 fn containers_with_paths<'a>(spec: &'a Value, here: &str) -> Vec<(&'a Value, String)> {
     ["initContainers", "containers", "ephemeralContainers"]
         .iter()
-        .flat_map(|list| items(&spec[*list]).map(move |(i, c)| (c, format!("{here}.{list}[{i}]"))))
+        .flat_map(|list| {
+            indexed(&spec[*list]).map(move |(i, c)| (c, format!("{here}.{list}[{i}]")))
+        })
         .collect()
 }
 
@@ -303,7 +303,7 @@ fn containers_with_paths<'a>(spec: &'a Value, here: &str) -> Vec<(&'a Value, Str
 /// earlier value.
 fn hidden_env(container: &Value, here: &str, out: &mut Vec<String>) {
     let mut seen: Vec<&str> = Vec::new();
-    for (i, var) in items(&container["env"]) {
+    for (i, var) in indexed(&container["env"]) {
         let name = var["name"].as_str().unwrap_or("");
         if !seen.contains(&name) {
             seen.push(name);
@@ -325,7 +325,7 @@ fn ports(containers: &[(&Value, String)], out: &mut Vec<String>) {
     // (container port, protocol, host IP, host port, path) of ports seen.
     let mut seen: Vec<(i64, &str, &str, i64, String)> = Vec::new();
     for (container, here) in containers {
-        for (i, port) in items(&container["ports"]) {
+        for (i, port) in indexed(&container["ports"]) {
             let field = format!("{here}.ports[{i}]");
             let number = port["containerPort"].as_i64().unwrap_or(0);
             let protocol = port["protocol"].as_str().unwrap_or("TCP");
