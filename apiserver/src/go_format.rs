@@ -96,6 +96,45 @@ pub(crate) fn go_string_map(map: &serde_json::Value) -> String {
     format!("map[string]string{{{}}}", entries.join(", "))
 }
 
+/// Node selector terms as Go's `%#v` prints the internal
+/// `[]core.NodeSelectorTerm` upstream's pod validation shows.
+pub(crate) fn go_node_selector_terms(terms: &serde_json::Value) -> String {
+    go_slice("core.NodeSelectorTerm", terms, go_node_selector_term)
+}
+
+/// One node selector term as Go's `%#v` prints `core.NodeSelectorTerm`.
+pub(crate) fn go_node_selector_term(term: &serde_json::Value) -> String {
+    let requirements = |field: &str| {
+        go_slice("core.NodeSelectorRequirement", &term[field], |r| {
+            format!(
+                "core.NodeSelectorRequirement{{Key:{}, Operator:{}, Values:{}}}",
+                go_quote(r["key"].as_str().unwrap_or_default()),
+                go_quote(r["operator"].as_str().unwrap_or_default()),
+                string_slice(&r["values"]),
+            )
+        })
+    };
+    format!(
+        "core.NodeSelectorTerm{{MatchExpressions:{}, MatchFields:{}}}",
+        requirements("matchExpressions"),
+        requirements("matchFields")
+    )
+}
+
+/// A JSON array as Go's `%#v` prints a slice of `elem`, each item by
+/// `item` (`nil` when absent, as a field Go decoded nothing into).
+fn go_slice(
+    elem: &str,
+    list: &serde_json::Value,
+    item: impl Fn(&serde_json::Value) -> String,
+) -> String {
+    let Some(items) = list.as_array() else {
+        return format!("[]{elem}(nil)");
+    };
+    let items: Vec<String> = items.iter().map(item).collect();
+    format!("[]{elem}{{{}}}", items.join(", "))
+}
+
 /// A JSON array of strings as Go's `%#v` prints a `[]string`.
 fn string_slice(list: &serde_json::Value) -> String {
     let Some(items) = list.as_array() else {

@@ -5,11 +5,16 @@
 //! possibly anonymous caller). `?verbose` lists the checks when all pass too,
 //! `?exclude=<name>` leaves a check out, and `/<endpoint>/<name>` runs one.
 //!
+//! The datastore's checks carry upstream's names whatever the backend, as
+//! k3s keeps them over its own datastores: `etcd` (the store takes writes)
+//! and, on `/readyz`, `etcd-readiness` (a read comes back in time).
+//!
 //! Liveness asks only whether the process answers: a full or failing disk
 //! makes the server unready (writes are refused), not dead, so a supervisor
 //! does not restart it into the same disk.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
@@ -41,9 +46,14 @@ impl Endpoint {
     /// The endpoint's checks, in the order upstream lists its own.
     fn checks(self) -> &'static [Check] {
         match self {
-            Endpoint::Healthz => &[Check::Ping, Check::Store],
+            Endpoint::Healthz => &[Check::Ping, Check::Etcd],
             Endpoint::Livez => &[Check::Ping],
-            Endpoint::Readyz => &[Check::Ping, Check::Store, Check::Shutdown],
+            Endpoint::Readyz => &[
+                Check::Ping,
+                Check::Etcd,
+                Check::EtcdReadiness,
+                Check::Shutdown,
+            ],
         }
     }
 }
@@ -53,8 +63,11 @@ impl Endpoint {
 enum Check {
     /// Always passes: the server answers.
     Ping,
-    /// The store accepts writes.
-    Store,
+    /// The store accepts writes (no failed write, disk not short).
+    Etcd,
+    /// A read of the store answers within [`READINESS_TIMEOUT`]: on etcd a
+    /// round trip to its leader, as upstream's check makes one.
+    EtcdReadiness,
     /// The server is not shutting down (upstream's `shutdown`).
     Shutdown,
 }
@@ -63,15 +76,27 @@ impl Check {
     fn name(self) -> &'static str {
         match self {
             Check::Ping => "ping",
-            Check::Store => "store",
+            Check::Etcd => "etcd",
+            Check::EtcdReadiness => "etcd-readiness",
             Check::Shutdown => "shutdown",
         }
     }
 
-    fn run(self, inner: &Inner) -> Result<(), String> {
+    async fn run(self, inner: &Inner) -> Result<(), String> {
         match self {
             Check::Ping => Ok(()),
-            Check::Store => inner.store.health().map_err(|e| e.to_string()),
+            Check::Etcd => inner.store.health().map_err(|e| e.to_string()),
+            Check::EtcdReadiness => {
+                match tokio::time::timeout(READINESS_TIMEOUT, inner.store.mod_revision(PROBE_KEY))
+                    .await
+                {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!(
+                        "no answer from the store within {READINESS_TIMEOUT:?}"
+                    )),
+                }
+            }
             Check::Shutdown if inner.is_shutting_down() => {
                 Err("process is shutting down".to_owned())
             }
@@ -79,6 +104,13 @@ impl Check {
         }
     }
 }
+
+/// How long `etcd-readiness` waits for its read (upstream's
+/// `--etcd-readycheck-timeout` default).
+const READINESS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The key `etcd-readiness` reads; it need not exist.
+const PROBE_KEY: &str = "/registry/health";
 
 /// What the query asked: `verbose`, and the checks to `exclude`.
 #[derive(Default)]
@@ -110,7 +142,7 @@ pub(crate) async fn all(endpoint: Endpoint, inner: Arc<Inner>, uri: http::Uri) -
             body.push_str(&format!("[+]{name} excluded: ok\n"));
             continue;
         }
-        match check.run(&inner) {
+        match check.run(&inner).await {
             Ok(()) => body.push_str(&format!("[+]{name} ok\n")),
             Err(reason) => {
                 tracing::warn!(check = name, %reason, "{} check failed", endpoint.name());
@@ -149,7 +181,7 @@ pub(crate) async fn one(endpoint: Endpoint, inner: Arc<Inner>, check: String) ->
     let Some(check) = endpoint.checks().iter().find(|c| c.name() == check) else {
         return ApiError::PathNotFound.into_response();
     };
-    match check.run(&inner) {
+    match check.run(&inner).await {
         Ok(()) => (StatusCode::OK, "ok").into_response(),
         Err(reason) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -190,9 +222,9 @@ mod tests {
 
     #[test]
     fn the_query_names_verbose_and_the_excluded_checks() {
-        let o = options(Some("verbose&exclude=store&exclude=a"));
+        let o = options(Some("verbose&exclude=etcd&exclude=a"));
         assert!(o.verbose);
-        assert_eq!(o.exclude, ["store", "a"]);
+        assert_eq!(o.exclude, ["etcd", "a"]);
         let o = options(Some("verbose=false"));
         assert!(o.verbose, "upstream counts the key, not its value");
         assert!(!options(None).verbose);

@@ -2,13 +2,19 @@
 //! from the authenticated user of the create, never taken from the body, and
 //! the spec cannot change afterwards, as upstream — approvers and signers
 //! decide on these fields. A new request is checked as upstream checks it:
-//! a PEM certificate request, known usages each named once, and a signer
-//! name of the form `example.com/signer-name`. (Its signature is left to
-//! the signer, which parses the request again.)
+//! a PEM certificate request signed by the key it names (proof that the
+//! requester holds it), known usages each named once, and a signer name of
+//! the form `example.com/signer-name`.
 
 use base64::Engine;
 use serde_json::{Value, json};
+use x509_parser::certification_request::X509CertificationRequest;
+use x509_parser::error::X509Error;
+use x509_parser::oid_registry::{
+    OID_SIG_ECDSA_WITH_SHA256, OID_SIG_ECDSA_WITH_SHA384, OID_SIG_ED25519,
+};
 use x509_parser::prelude::FromDer;
+use x509_parser::public_key::PublicKey;
 
 use super::{KindStrategy, Written};
 use crate::authn::UserInfo;
@@ -102,7 +108,8 @@ impl KindStrategy for CertificateSigningRequests {
 }
 
 /// The request (base64 in JSON) is a PEM `CERTIFICATE REQUEST` holding a
-/// PKCS#10 request. The refusal shows the bytes as Go prints a `[]byte`.
+/// PKCS#10 request signed by the key it asks a certificate for. The refusal
+/// shows the bytes as Go prints a `[]byte`.
 fn request(encoded: &str, errors: &mut Vec<FieldError>) {
     // Bad base64 was refused when the body was decoded.
     let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(encoded) else {
@@ -110,16 +117,44 @@ fn request(encoded: &str, errors: &mut Vec<FieldError>) {
     };
     let why = match x509_parser::pem::parse_x509_pem(&bytes) {
         Ok((_, pem)) if pem.label == "CERTIFICATE REQUEST" => {
-            match x509_parser::certification_request::X509CertificationRequest::from_der(
-                &pem.contents,
-            ) {
-                Ok(_) => return,
+            match X509CertificationRequest::from_der(&pem.contents) {
+                Ok((_, csr)) => match signature_refusal(&csr) {
+                    None => return,
+                    Some(why) => why.to_owned(),
+                },
                 Err(e) => format!("x509: malformed certificate request: {e}"),
             }
         }
         _ => "PEM block type must be CERTIFICATE REQUEST".to_owned(),
     };
     errors.push(FieldError::invalid("spec.request", "", why).shown_as(go_bytes(&bytes)));
+}
+
+/// Why a request's signature does not prove its requester holds the key,
+/// in Go's words for each kind of key (upstream checks it before anything
+/// is stored). A request this check cannot verify (an algorithm or key size
+/// ring does not take, such as P-521 or RSA under 2048 bits) is let through
+/// rather than refused, since upstream would verify it.
+fn signature_refusal(csr: &X509CertificationRequest<'_>) -> Option<&'static str> {
+    let key = &csr.certification_request_info.subject_pki;
+    if let Ok(PublicKey::RSA(rsa)) = key.parsed()
+        && rsa.key_size() < 2048
+    {
+        return None;
+    }
+    match csr.verify_signature() {
+        Err(X509Error::SignatureVerificationError) => {
+            let algorithm = &csr.signature_algorithm.algorithm;
+            Some(if *algorithm == OID_SIG_ED25519 {
+                "x509: Ed25519 verification failure"
+            } else if [OID_SIG_ECDSA_WITH_SHA256, OID_SIG_ECDSA_WITH_SHA384].contains(algorithm) {
+                "x509: ECDSA verification failure"
+            } else {
+                "crypto/rsa: verification error"
+            })
+        }
+        _ => None,
+    }
 }
 
 /// Bytes as Go's `%#v` prints a `[]byte`.

@@ -10,6 +10,7 @@
 use serde_json::Value;
 
 use super::{validate_label_value, validate_qualified_name};
+use crate::go_format;
 use crate::status::FieldError;
 
 /// The toleration operators and taint effects upstream knows, in its order.
@@ -242,6 +243,96 @@ fn spread_constraints(list: &Value, path: &str, errors: &mut Vec<FieldError>) {
             ));
         }
     }
+}
+
+/// Whether a pod spec still waits on scheduling gates: only then may its
+/// placement narrow on update (see [`gated_update`]).
+pub(crate) fn is_gated(spec: &Value) -> bool {
+    spec["schedulingGates"]
+        .as_array()
+        .is_some_and(|gates| !gates.is_empty())
+}
+
+/// An update of a pod that was gated (`old` had scheduling gates) may
+/// narrow where it runs, as upstream lets queueing controllers do before
+/// they lift a gate: `nodeSelector` may gain entries (never change or lose
+/// one), and each required node affinity term may gain requirements after
+/// the ones it had. Everything else of the placement is left to the
+/// general pod update rule, which ignores these two fields for such pods.
+pub(crate) fn gated_update(old: &Value, new: &Value, errors: &mut Vec<FieldError>) {
+    let selector = &new["nodeSelector"];
+    let kept = |(key, value): (&String, &Value)| selector.get(key) == Some(value);
+    if !old["nodeSelector"]
+        .as_object()
+        .is_none_or(|old| old.iter().all(kept))
+    {
+        errors.push(
+            FieldError::invalid(
+                "spec.nodeSelector",
+                selector.clone(),
+                "only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+            )
+            .shown_as(go_format::go_string_map(selector)),
+        );
+    }
+    fn required(spec: &Value) -> &Value {
+        &spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    }
+    let Some(old_terms) = required(old)
+        .as_object()
+        .map(|r| r.get("nodeSelectorTerms").and_then(Value::as_array))
+    else {
+        // No required node affinity before: any may be set now.
+        return;
+    };
+    let old_terms = old_terms.map(Vec::as_slice).unwrap_or_default();
+    let new_terms_value = &required(new)["nodeSelectorTerms"];
+    let new_terms = new_terms_value
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let path = "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+    if !old_terms.is_empty() && old_terms.len() != new_terms.len() {
+        errors.push(
+            FieldError::invalid(
+                path,
+                new_terms_value.clone(),
+                "no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+            )
+            .shown_as(go_format::go_node_selector_terms(new_terms_value)),
+        );
+        return;
+    }
+    for (i, (was, now)) in old_terms.iter().zip(new_terms).enumerate() {
+        if !term_only_extended(was, now) {
+            errors.push(
+                FieldError::invalid(
+                    format!("{path}[{i}]"),
+                    now.clone(),
+                    "only additions are allowed (no mutations or deletions)",
+                )
+                .shown_as(go_format::go_node_selector_term(now)),
+            );
+        }
+    }
+}
+
+/// Whether `now` is `was` with requirements appended: each list keeps the
+/// old entries first and in order. A term that had none may not gain any,
+/// since an empty term matches no node and requirements would widen it.
+fn term_only_extended(was: &Value, now: &Value) -> bool {
+    let list = |term: &Value, field: &str| -> Vec<Value> {
+        term[field].as_array().cloned().unwrap_or_default()
+    };
+    let fields = ["matchExpressions", "matchFields"];
+    let had_none = fields.iter().all(|f| list(was, f).is_empty());
+    if had_none {
+        return fields.iter().all(|f| list(now, f).is_empty());
+    }
+    fields.iter().all(|f| {
+        let (before, after) = (list(was, f), list(now, f));
+        after.len() >= before.len() && after[..before.len()] == before[..]
+    })
 }
 
 #[cfg(test)]

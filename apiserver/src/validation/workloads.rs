@@ -29,7 +29,12 @@ pub(crate) fn pod(object: &Value, old: Option<&Value>, errors: &mut Vec<FieldErr
         }
         return;
     };
-    if mutable_view(&old["spec"], &object["spec"]) != mutable_view(&object["spec"], &object["spec"])
+    let gated = super::pod_placement::is_gated(&old["spec"]);
+    if gated {
+        super::pod_placement::gated_update(&old["spec"], &object["spec"], errors);
+    }
+    if mutable_view(&old["spec"], &object["spec"], gated)
+        != mutable_view(&object["spec"], &object["spec"], gated)
     {
         errors.push(FieldError::forbidden("spec", POD_UPDATE_RULE));
     }
@@ -156,13 +161,23 @@ fn ephemeral_containers(old: &Value, spec: &Value, errors: &mut Vec<FieldError>)
 
 /// A pod spec with the fields an update may change blanked out, so two specs
 /// compare equal when only those differ (scheduling gates are left to
-/// their own check). `spec.nodeName` may go from unset
-/// to set (what a binding does); tolerations may only grow.
-fn mutable_view(spec: &Value, new: &Value) -> Value {
+/// their own check, and so are a gated pod's node selector and node
+/// affinity). `spec.nodeName` may go from unset to set (what a binding
+/// does); tolerations may only grow.
+fn mutable_view(spec: &Value, new: &Value, gated: bool) -> Value {
     let mut view = spec.clone();
     let Some(map) = view.as_object_mut() else {
         return view;
     };
+    if gated {
+        map.remove("nodeSelector");
+        if let Some(affinity) = map.get_mut("affinity").and_then(Value::as_object_mut) {
+            affinity.remove("nodeAffinity");
+            if affinity.is_empty() {
+                map.remove("affinity");
+            }
+        }
+    }
     for field in [
         "activeDeadlineSeconds",
         "terminationGracePeriodSeconds",

@@ -1758,6 +1758,54 @@ async fn certificate_requests_are_checked_as_upstream() {
     assert_eq!(s.keys().await, before, "refused writes store nothing");
 }
 
+/// A certificate request must be signed by the key it asks a certificate
+/// for (proof the requester holds it), as upstream checks before storing
+/// it: one whose signature does not verify is refused in Go's words.
+#[tokio::test]
+async fn certificate_requests_prove_their_key() {
+    use base64::Engine;
+    let s = TestServer::new().await;
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "alice");
+    let der = params.serialize_request(&key).unwrap().der().to_vec();
+    let pem = |der: &[u8]| {
+        let body = base64::engine::general_purpose::STANDARD.encode(der);
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        let text = format!(
+            "-----BEGIN CERTIFICATE REQUEST-----\n{}\n-----END CERTIFICATE REQUEST-----\n",
+            lines.join("\n")
+        );
+        base64::engine::general_purpose::STANDARD.encode(text)
+    };
+    let csr = |name: &str, request: String| {
+        json!({"metadata": {"name": name}, "spec": {"request": request,
+            "signerName": "example.com/signer", "usages": ["client auth"]}})
+    };
+    let path = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    s.created(path, csr("signed", pem(&der))).await;
+    // The signature's last byte changed: the request no longer proves the key.
+    let mut forged = der.clone();
+    *forged.last_mut().unwrap() ^= 0x01;
+    let before = s.keys().await;
+    let (code, body) = s.post(path, csr("forged", pem(&forged))).await;
+    assert_eq!(code, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.starts_with(
+            "CertificateSigningRequest.certificates.k8s.io \"forged\" is invalid: spec.request: Invalid value: []byte{0x2d, 0x2d,"
+        ) && message.ends_with("}: x509: ECDSA verification failure"),
+        "{message}"
+    );
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+}
+
 /// A VolumeAttachment names its attacher, node and one source and never
 /// changes its spec; a CSIDriver asks for known policies and for tokens
 /// that live ten minutes or more — as upstream rules.
@@ -1842,4 +1890,107 @@ async fn scheduling_gates_may_only_be_removed() {
         .merge_patch_ok(&path, json!({"spec": {"schedulingGates": null}}))
         .await;
     assert!(cleared["spec"]["schedulingGates"].is_null(), "{cleared}");
+}
+
+/// While a pod waits on scheduling gates, its placement may narrow (what
+/// queueing controllers do before they lift a gate): node selector entries
+/// added, required node affinity terms given more requirements. Nothing
+/// may be changed or removed, and once the gates are gone nothing moves.
+#[tokio::test]
+async fn a_gated_pod_may_narrow_its_placement_and_nothing_else() {
+    let s = TestServer::new().await;
+    let pods = "/api/v1/namespaces/default/pods";
+    let required = |expressions: Value| {
+        json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": expressions}]}}})
+    };
+    s.created(
+        pods,
+        json!({"metadata": {"name": "gated"}, "spec": {
+            "schedulingGates": [{"name": "example.com/a"}],
+            "nodeSelector": {"a": "b"},
+            "affinity": required(json!([{"key": "k", "operator": "In", "values": ["v"]}])),
+            "containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .await;
+    let path = format!("{pods}/gated");
+    let narrowed = s
+        .merge_patch_ok(
+            &path,
+            json!({"spec": {"nodeSelector": {"c": "d"}, "affinity": required(json!([
+                {"key": "k", "operator": "In", "values": ["v"]},
+                {"key": "z", "operator": "Exists"}]))}}),
+        )
+        .await;
+    assert_eq!(
+        narrowed["spec"]["nodeSelector"],
+        json!({"a": "b", "c": "d"})
+    );
+    assert_eq!(
+        narrowed["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            ["nodeSelectorTerms"][0]["matchExpressions"][1]["key"],
+        "z"
+    );
+    invalid(
+        s.merge_patch(&path, json!({"spec": {"nodeSelector": {"a": "x"}}}))
+            .await,
+        "Pod \"gated\" is invalid: spec.nodeSelector: Invalid value: map[string]string{\"a\":\"x\", \"c\":\"d\"}: \
+         only additions to spec.nodeSelector are allowed (no mutations or deletions)",
+    );
+    invalid(
+        s.merge_patch(
+            &path,
+            json!({"spec": {"affinity": required(json!([{"key": "z", "operator": "Exists"}]))}}),
+        )
+        .await,
+        "Pod \"gated\" is invalid: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]: \
+         Invalid value: core.NodeSelectorTerm{MatchExpressions:[]core.NodeSelectorRequirement{core.NodeSelectorRequirement{\
+         Key:\"z\", Operator:\"Exists\", Values:[]string(nil)}}, MatchFields:[]core.NodeSelectorRequirement(nil)}: \
+         only additions are allowed (no mutations or deletions)",
+    );
+    let term = json!({"matchExpressions": [{"key": "k", "operator": "In", "values": ["v"]}]});
+    invalid(
+        s.merge_patch(
+            &path,
+            json!({"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [term.clone(), term]}}}}}),
+        )
+        .await,
+        "Pod \"gated\" is invalid: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: \
+         Invalid value: []core.NodeSelectorTerm{core.NodeSelectorTerm{MatchExpressions:[]core.NodeSelectorRequirement{\
+         core.NodeSelectorRequirement{Key:\"k\", Operator:\"In\", Values:[]string{\"v\"}}}, MatchFields:[]core.NodeSelectorRequirement(nil)}, \
+         core.NodeSelectorTerm{MatchExpressions:[]core.NodeSelectorRequirement{core.NodeSelectorRequirement{Key:\"k\", Operator:\"In\", \
+         Values:[]string{\"v\"}}}, MatchFields:[]core.NodeSelectorRequirement(nil)}}: \
+         no additions/deletions to non-empty NodeSelectorTerms list are allowed",
+    );
+    // Pod affinity is not placement a gate holds open.
+    let (forbidden_status, forbidden) = s
+        .merge_patch(
+            &path,
+            json!({"spec": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "zone", "labelSelector": {"matchLabels": {"a": "b"}}}]}}}}),
+        )
+        .await;
+    assert_eq!(forbidden_status, 422, "{forbidden}");
+    assert!(
+        forbidden["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("spec: Forbidden: pod updates may not change fields")),
+        "{forbidden}"
+    );
+    // Ungated, the placement is fixed.
+    s.merge_patch_ok(&path, json!({"spec": {"schedulingGates": null}}))
+        .await;
+    let (fixed_status, fixed) = s
+        .merge_patch(&path, json!({"spec": {"nodeSelector": {"e": "f"}}}))
+        .await;
+    assert_eq!(fixed_status, 422, "{fixed}");
+    assert!(
+        fixed["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("spec: Forbidden: pod updates may not change fields")),
+        "{fixed}"
+    );
+    let stored = s.get_ok(&path).await;
+    assert_eq!(stored["spec"]["nodeSelector"], json!({"a": "b", "c": "d"}));
 }

@@ -275,6 +275,22 @@ async fn kubectl_everyday_commands() {
 
     let health = k.ok(&["get", "--raw", "/readyz"]).await;
     assert_eq!(health, "ok");
+    // The checks by upstream's names, as scripts probe them one by one.
+    let verbose = k.ok(&["get", "--raw", "/readyz?verbose"]).await;
+    assert_eq!(
+        verbose.lines().collect::<Vec<_>>(),
+        [
+            "[+]ping ok",
+            "[+]etcd ok",
+            "[+]etcd-readiness ok",
+            "[+]shutdown ok",
+            "readyz check passed"
+        ],
+        "{verbose}"
+    );
+    for check in ["/readyz/etcd", "/readyz/etcd-readiness", "/healthz/etcd"] {
+        assert_eq!(k.ok(&["get", "--raw", check]).await, "ok", "{check}");
+    }
     let apis = k.ok(&["get", "--raw", "/apis"]).await;
     assert!(apis.contains("APIGroupList"));
 

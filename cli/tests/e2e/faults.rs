@@ -134,7 +134,7 @@ fn a_full_disk_refuses_writes_keeps_reads_and_deletes_reclaims_and_stops_promptl
     let names = server.kubectl_ok(&["get", "configmaps", "-l", "fill=yes", "-o", "name"]);
     assert_eq!(names.lines().count(), created);
     let readyz = server.kubectl_err(&["get", "--raw", "/readyz"]);
-    assert_contains(&readyz, "[-]store failed");
+    assert_contains(&readyz, "[-]etcd failed");
     let refused = server.kubectl_err(&["create", "configmap", "small", "--from-literal=a=b"]);
     assert_contains(&refused, "storage space exhausted");
 
