@@ -122,6 +122,10 @@ const CA: PemFiles = PemFiles::new("ca.crt", "ca.key");
 const SERVING: PemFiles = PemFiles::new("serving.crt", "serving.key");
 const SERVING_SANS: &str = "serving.sans";
 const ADMIN: PemFiles = PemFiles::new("admin.crt", "admin.key");
+/// The user the admin kubeconfig's certificate names, as k3s names its
+/// own (`kubectl auth whoami` shows it); its group `system:masters` is
+/// what makes it cluster-admin.
+pub const ADMIN_USER: &str = "system:admin";
 const KUBELET_CLIENT: PemFiles = PemFiles::new("kubelet-client.crt", "kubelet-client.key");
 const FRONT_PROXY_CA: PemFiles = PemFiles::new("front-proxy-ca.crt", "front-proxy-ca.key");
 const FRONT_PROXY_CLIENT: PemFiles =
@@ -207,7 +211,7 @@ impl ClusterCerts {
         }
 
         let (admin_cert_pem, admin_key_pem) = leaf(ADMIN).load_or_issue(false, || {
-            new_client(&issuer, "admin", &["system:masters"], lifetimes.leaf)
+            new_client(&issuer, ADMIN_USER, &["system:masters"], lifetimes.leaf)
         })?;
 
         // No group: what it may do on nodes comes from its own binding, not
@@ -701,7 +705,7 @@ mod tests {
         for pem in [&first.admin_cert_pem, &renewed.admin_cert_pem] {
             let der = parse_certs(pem, Path::new("x")).unwrap();
             let user = crate::authn::user_from_certificate(&der[0]).unwrap();
-            assert_eq!(user.name, "admin");
+            assert_eq!(user.name, ADMIN_USER);
         }
         assert!(renewed.server_config().is_ok());
         // Far from expiry now: the next start keeps them.

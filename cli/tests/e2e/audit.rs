@@ -96,7 +96,7 @@ fn kubectl_requests_are_in_the_audit_log_saying_who_did_what() {
 
     // The create: kubectl's admin, the object and its body (configmaps are
     // RequestResponse), 201.
-    let (raw, created) = find(&all, "create", "audited", "admin");
+    let (raw, created) = find(&all, "create", "audited", "system:admin");
     assert_eq!(created.level, Level::RequestResponse);
     assert_eq!(created.response_status.as_ref().unwrap().code, 201);
     assert!(created.user_agent.starts_with("kubectl"), "{raw}");
@@ -106,14 +106,14 @@ fn kubectl_requests_are_in_the_audit_log_saying_who_did_what() {
     assert_eq!(raw["responseObject"]["metadata"]["name"], "audited");
     assert_eq!(raw["annotations"]["authorization.k8s.io/decision"], "allow");
 
-    let (_, read) = find(&all, "get", "audited", "admin");
+    let (_, read) = find(&all, "get", "audited", "system:admin");
     assert_eq!(read.response_status.as_ref().unwrap().code, 200);
-    let (_, deleted) = find(&all, "delete", "audited", "admin");
+    let (_, deleted) = find(&all, "delete", "audited", "system:admin");
     assert_eq!(deleted.response_status.as_ref().unwrap().code, 200);
 
     // kubectl --as: the admin is the user, mallory the one acted as, and
     // the refusal is recorded with authorization's decision.
-    let (raw, impersonated) = find(&all, "get", "vault", "admin");
+    let (raw, impersonated) = find(&all, "get", "vault", "system:admin");
     assert_eq!(
         impersonated
             .impersonated_user

@@ -70,7 +70,7 @@ fn kubectl_auth_asks_the_review_apis() {
     assert!(
         whoami
             .lines()
-            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Username", "admin"]),
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["Username", "system:admin"]),
         "{whoami}"
     );
     assert!(

@@ -297,5 +297,5 @@ fn certificates_near_expiry_renew_at_start_and_rotate_on_request() {
         "-o",
         "jsonpath={.status.userInfo.username}",
     ]);
-    assert_eq!(whoami, "admin");
+    assert_eq!(whoami, "system:admin");
 }
