@@ -212,11 +212,49 @@ fn service_warnings(service: &Value) -> Vec<String> {
             out.push("spec.SessionAffinity is ignored for headless services".into());
         }
     }
+    out.extend(address_warnings(spec));
     if kind == "ExternalName" && set("externalIPs") {
         out.push("spec.externalIPs is ignored when spec.type is \"ExternalName\"".into());
     }
     if kind != "ExternalName" && set("externalName") {
         out.push("spec.externalName is ignored when spec.type is not \"ExternalName\"".into());
+    }
+    out
+}
+
+/// Addresses and ranges written in forms upstream warns of (see
+/// `validation::ip_warnings`), field by field in upstream's order.
+fn address_warnings(spec: &Value) -> Vec<String> {
+    use crate::validation::ip_warnings::{for_cidr, for_ip};
+    let texts = |field: &str| -> Vec<String> {
+        spec[field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect()
+    };
+    let mut out = Vec::new();
+    // A headless Service's "None" is no address.
+    if spec["clusterIP"]
+        .as_str()
+        .is_some_and(|ip| !ip.is_empty() && ip != "None")
+    {
+        for (i, ip) in texts("clusterIPs").iter().enumerate() {
+            out.extend(for_ip(&format!("spec.clusterIPs[{i}]"), ip));
+        }
+    }
+    for (i, ip) in texts("externalIPs").iter().enumerate() {
+        out.extend(for_ip(&format!("spec.externalIPs[{i}]"), ip));
+    }
+    if let Some(ip) = spec["loadBalancerIP"].as_str().filter(|ip| !ip.is_empty()) {
+        out.extend(for_ip("spec.loadBalancerIP", ip));
+    }
+    for (i, range) in texts("loadBalancerSourceRanges").iter().enumerate() {
+        out.extend(for_cidr(
+            &format!("spec.loadBalancerSourceRanges[{i}]"),
+            range,
+        ));
     }
     out
 }
@@ -239,5 +277,21 @@ mod warning_tests {
         );
         let plain = json!({"spec": {"type": "ClusterIP", "clusterIP": "10.43.0.5", "sessionAffinity": "None"}});
         assert!(service_warnings(&plain).is_empty());
+    }
+
+    #[test]
+    fn addresses_in_forms_other_parsers_read_differently_are_warned_of() {
+        let service = json!({"spec": {"type": "LoadBalancer", "clusterIP": "fd00:0:0::5",
+            "clusterIPs": ["fd00:0:0::5"], "externalIPs": ["::ffff:192.0.2.1"],
+            "loadBalancerIP": "2001:db8:0::1", "loadBalancerSourceRanges": ["10.0.0.8/8"]}});
+        assert_eq!(
+            service_warnings(&service),
+            [
+                "spec.clusterIPs[0]: IPv6 address \"fd00:0:0::5\" should be in RFC 5952 canonical format (\"fd00::5\")",
+                "spec.externalIPs[0]: non-standard IP address \"::ffff:192.0.2.1\" will be considered invalid in a future Kubernetes release: use \"192.0.2.1\"",
+                "spec.loadBalancerIP: IPv6 address \"2001:db8:0::1\" should be in RFC 5952 canonical format (\"2001:db8::1\")",
+                "spec.loadBalancerSourceRanges[0]: CIDR value \"10.0.0.8/8\" is ambiguous in this context (should be \"10.0.0.0/8\" or \"10.0.0.8/32\"?)",
+            ]
+        );
     }
 }

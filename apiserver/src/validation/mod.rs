@@ -7,6 +7,7 @@
 pub(crate) mod autoscaling_metrics;
 mod env;
 pub(crate) mod int_or_percent;
+pub(crate) mod ip_warnings;
 pub(crate) mod job_policies;
 mod names;
 mod pod_dns;

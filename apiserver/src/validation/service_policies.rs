@@ -2,8 +2,11 @@
 //! rules it: a known `sessionAffinity` whose config (a timeout of 1–86400
 //! seconds) is there only for `ClientIP`; an `externalTrafficPolicy` only on
 //! a Service reachable from outside (node ports, a load balancer or external
-//! IPs); known internal and external policies; and no (protocol, port) pair
+//! IPs); known internal and external policies; external IPs that are
+//! addresses traffic comes to from outside; and no (protocol, port) pair
 //! twice.
+
+use std::net::IpAddr;
 
 use serde_json::Value;
 
@@ -41,6 +44,18 @@ pub(crate) fn spec(spec: &Value, kind: &str, errors: &mut Vec<FieldError>) {
             format!("must be greater than 0 and less than {MAX_AFFINITY_SECONDS}"),
         ));
     }
+    for (i, ip) in spec["externalIPs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let path = format!("spec.externalIPs[{i}]");
+        let text = ip.as_str().unwrap_or_default();
+        if super::ip_address(text, &path, errors) {
+            reachable_from_outside(text, &path, errors);
+        }
+    }
     // Upstream's path keeps the field's old capitalised name.
     if let Some(ranges) = spec["loadBalancerSourceRanges"]
         .as_array()
@@ -57,6 +72,9 @@ pub(crate) fn spec(spec: &Value, kind: &str, errors: &mut Vec<FieldError>) {
             let text = range.as_str().unwrap_or("").trim();
             super::cidr(text, &format!("spec.LoadBalancerSourceRanges[{i}]"), errors);
         }
+    }
+    if let Some(ip) = spec["loadBalancerIP"].as_str().filter(|ip| !ip.is_empty()) {
+        super::ip_address(ip, "spec.loadBalancerIP", errors);
     }
     let external_ips = spec["externalIPs"]
         .as_array()
@@ -102,6 +120,46 @@ pub(crate) fn spec(spec: &Value, kind: &str, errors: &mut Vec<FieldError>) {
             );
         } else {
             seen.push((protocol, number));
+        }
+    }
+}
+
+/// An external IP names an address traffic can come to from outside
+/// (upstream's ValidateEndpointIP): not unspecified, not loopback, not
+/// link-local. The proxy would otherwise take over this host's own
+/// loopback or metadata addresses for the Service's ports.
+fn reachable_from_outside(text: &str, path: &str, errors: &mut Vec<FieldError>) {
+    let Ok(ip) = text.parse::<IpAddr>().map(|ip| ip.to_canonical()) else {
+        return;
+    };
+    let link_local = match ip {
+        IpAddr::V4(v4) => v4.is_link_local(),
+        IpAddr::V6(v6) => (v6.segments()[0] & 0xffc0) == 0xfe80,
+    };
+    let link_local_multicast = match ip {
+        IpAddr::V4(v4) => v4.octets()[..3] == [224, 0, 0],
+        IpAddr::V6(v6) => v6.octets()[0] == 0xff && v6.octets()[1] & 0x0f == 0x02,
+    };
+    for (refused, why) in [
+        (
+            ip.is_unspecified(),
+            format!("may not be unspecified ({text})"),
+        ),
+        (
+            ip.is_loopback(),
+            "may not be in the loopback range (127.0.0.0/8, ::1/128)".to_owned(),
+        ),
+        (
+            link_local,
+            "may not be in the link-local range (169.254.0.0/16, fe80::/10)".to_owned(),
+        ),
+        (
+            link_local_multicast,
+            "may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)".to_owned(),
+        ),
+    ] {
+        if refused {
+            errors.push(FieldError::invalid(path, text, why));
         }
     }
 }
@@ -167,6 +225,30 @@ mod tests {
             [
                 "spec.LoadBalancerSourceRanges: Forbidden: may only be used when `type` is 'LoadBalancer'",
                 "spec.LoadBalancerSourceRanges[1]: Invalid value: \"10.0.0.0/33\": must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)",
+            ]
+        );
+    }
+
+    #[test]
+    fn external_ips_are_addresses_reached_from_outside() {
+        assert_eq!(
+            rendered(
+                json!({"externalIPs": ["192.0.2.1", "garbage", "0.0.0.0", "127.0.0.2", "::1",
+                    "169.254.169.254", "fe80::1", "224.0.0.5", "ff02::1", "::ffff:127.0.0.1"],
+                    "loadBalancerIP": "nope"}),
+                "LoadBalancer"
+            ),
+            [
+                "spec.externalIPs[1]: Invalid value: \"garbage\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
+                "spec.externalIPs[2]: Invalid value: \"0.0.0.0\": may not be unspecified (0.0.0.0)",
+                "spec.externalIPs[3]: Invalid value: \"127.0.0.2\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+                "spec.externalIPs[4]: Invalid value: \"::1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+                "spec.externalIPs[5]: Invalid value: \"169.254.169.254\": may not be in the link-local range (169.254.0.0/16, fe80::/10)",
+                "spec.externalIPs[6]: Invalid value: \"fe80::1\": may not be in the link-local range (169.254.0.0/16, fe80::/10)",
+                "spec.externalIPs[7]: Invalid value: \"224.0.0.5\": may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)",
+                "spec.externalIPs[8]: Invalid value: \"ff02::1\": may not be in the link-local multicast range (224.0.0.0/24, ff02::/10)",
+                "spec.externalIPs[9]: Invalid value: \"::ffff:127.0.0.1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+                "spec.loadBalancerIP: Invalid value: \"nope\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)",
             ]
         );
     }

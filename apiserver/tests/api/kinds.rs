@@ -1545,6 +1545,46 @@ async fn events_autoscalers_host_ports_and_ingress_classes_are_checked_as_upstre
     );
 }
 
+/// A Service's external IPs must be addresses traffic comes to from
+/// outside — never this host's loopback or link-local ones, which the
+/// proxy would take over — and a load balancer IP must be an address; a
+/// range or address written in a form other parsers read differently is
+/// stored with upstream's warning.
+#[tokio::test]
+async fn service_addresses_are_checked_and_odd_forms_warned_of() {
+    use crate::harness::created_answer;
+    let s = TestServer::new().await;
+    let services = "/api/v1/namespaces/default/services";
+    let before = s.keys().await;
+    invalid(
+        s.post(
+            services,
+            json!({"metadata": {"name": "hijack"}, "spec": {"type": "LoadBalancer",
+                "ports": [{"port": 6443}], "externalIPs": ["127.0.0.1", "169.254.169.254"],
+                "loadBalancerIP": "nope"}}),
+        )
+        .await,
+        "Service \"hijack\" is invalid: [spec.externalIPs[0]: Invalid value: \"127.0.0.1\": may not be in the loopback range (127.0.0.0/8, ::1/128), \
+         spec.externalIPs[1]: Invalid value: \"169.254.169.254\": may not be in the link-local range (169.254.0.0/16, fe80::/10), \
+         spec.loadBalancerIP: Invalid value: \"nope\": must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)]",
+    );
+    assert_eq!(s.keys().await, before, "refused writes store nothing");
+    let created = created_answer(
+        &s,
+        services,
+        json!({"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "ports": [{"port": 80}],
+            "externalIPs": ["192.0.2.10"], "loadBalancerSourceRanges": ["10.1.2.3/16"]}}),
+    )
+    .await;
+    assert_eq!(
+        created.warnings,
+        [
+            "spec.loadBalancerSourceRanges[0]: CIDR value \"10.1.2.3/16\" is ambiguous in this context (should be \"10.1.0.0/16\" or \"10.1.2.3/32\"?)"
+        ]
+    );
+    assert_eq!(created.body["spec"]["externalIPs"], json!(["192.0.2.10"]));
+}
+
 /// A pod or pod template that is valid but likely wrong is stored with
 /// upstream's warnings (kubectl prints them); a pod's updates and a
 /// workload's status writes give none, and a workload warns again only when
