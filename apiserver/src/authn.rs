@@ -2,7 +2,8 @@
 //! signed by the cluster CA (CN is the user, O fields the groups), from bearer
 //! tokens listed in a token file, from service-account tokens this server
 //! signed ([`crate::tokens`]), from bootstrap tokens and the server token
-//! ([`crate::bootstrap_tokens`]), or — for in-process clients — from a
+//! ([`crate::bootstrap_tokens`]), from OpenID Connect issuers' JWTs
+//! ([`crate::oidc`]), or — for in-process clients — from a
 //! [`UserInfo`] the process itself attaches, which no network request can set.
 
 use std::collections::{BTreeMap, HashMap};
@@ -103,6 +104,7 @@ pub struct Authenticator {
     tokens: HashMap<String, UserInfo>,
     service_accounts: Option<crate::tokens::ServiceAccountTokens>,
     bootstrap: Option<crate::bootstrap_tokens::BootstrapTokens>,
+    oidc: Option<std::sync::Arc<crate::oidc::OidcAuthenticator>>,
 }
 
 /// The outcome of authenticating one request.
@@ -161,6 +163,7 @@ impl Authenticator {
             tokens,
             service_accounts: None,
             bootstrap: None,
+            oidc: None,
         })
     }
 
@@ -179,6 +182,12 @@ impl Authenticator {
         tokens: crate::bootstrap_tokens::BootstrapTokens,
     ) -> Self {
         self.bootstrap = Some(tokens);
+        self
+    }
+
+    /// Also accepts the JWTs of the issuers `oidc` is configured with.
+    pub fn with_oidc(mut self, oidc: std::sync::Arc<crate::oidc::OidcAuthenticator>) -> Self {
+        self.oidc = Some(oidc);
         self
     }
 
@@ -258,6 +267,18 @@ impl Authenticator {
                 return None;
             }
             return bootstrap.authenticate(token).map(|user| (user, matched));
+        }
+        if let Some(oidc) = &self.oidc {
+            match oidc.verify(token) {
+                crate::oidc::Verdict::NotOurs => {}
+                // An issuer's token is that issuer's to judge alone.
+                crate::oidc::Verdict::Refused(_) => return None,
+                crate::oidc::Verdict::User(user) => {
+                    // Like the token file's, good for this API server only.
+                    let matched = own_audience();
+                    return (!matched.is_empty()).then_some((user, matched));
+                }
+            }
         }
         match &self.service_accounts {
             Some(accounts) if crate::tokens::ServiceAccountTokens::looks_like_jwt(token) => {

@@ -47,6 +47,7 @@ mod kinds;
 mod managed_fields;
 mod metrics;
 mod object;
+pub mod oidc;
 pub(crate) mod openapi;
 pub mod patch;
 pub mod peer_endpoints;

@@ -296,6 +296,12 @@ pub(crate) struct ServerArgs {
     #[arg(long, env = "SKIFF_CERTIFICATE_LIFETIME_DAYS", hide = true)]
     pub certificate_lifetime_days: Option<u64>,
 
+    /// Upstream's AuthenticationConfiguration file
+    /// (apiserver.config.k8s.io/v1beta1): OpenID Connect issuers whose JWTs
+    /// authenticate users, their claims mapped by name.
+    #[arg(long, env = "SKIFF_AUTHENTICATION_CONFIG")]
+    pub authentication_config: Option<PathBuf>,
+
     /// Keep an audit log in this file (`-` for standard output), one
     /// audit.k8s.io/v1 Event per line.
     #[arg(long, env = "SKIFF_AUDIT_LOG_PATH")]
@@ -530,8 +536,12 @@ pub(crate) async fn run(mut args: ServerArgs) -> anyhow::Result<()> {
     )
     .context("preparing certificates")?;
     let tls_config = certs.server_config().context("building TLS")?;
-    let authn = Authenticator::load_or_create_token_file(&args.data_dir.join("token.csv"))
+    let mut authn = Authenticator::load_or_create_token_file(&args.data_dir.join("token.csv"))
         .context("loading the token file")?;
+    if let Some(path) = &args.authentication_config {
+        let issuers = skiff_apiserver::oidc::config::load(path)?;
+        authn = authn.with_oidc(skiff_apiserver::oidc::OidcAuthenticator::start(issuers));
+    }
     // k3s's DATA_DIR/token: agents join with it (`skiff agent --token`), and
     // other servers (`skiff server --server --token`): a joining server
     // keeps the cluster's secret.

@@ -36,6 +36,7 @@ mod e2e {
     mod network_policy;
     mod node_faults;
     mod node_features;
+    mod oidc;
     mod overload;
     mod pod_lifecycle;
     mod pod_security;

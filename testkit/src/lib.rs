@@ -9,7 +9,7 @@
 //! fake binaries for a component to run are written by [`write_executable`].
 //! Fake TLS servers (webhooks, extension API servers, kubelets) get their
 //! certificates from [`pki`] (and webhooks their answers' envelope from
-//! [`admission`]); the Pod Security tests at every layer try
+//! [`admission`]); [`https`] serves a test's handler over HTTPS; the Pod Security tests at every layer try
 //! the pod of [`pod_security`]. The full-disk tests fill a [`tmpfs`];
 //! the JSON the API serves is read with [`json`].
 //!
@@ -20,6 +20,7 @@
 
 pub mod admission;
 pub mod host;
+pub mod https;
 pub mod json;
 pub mod netns;
 pub mod pki;

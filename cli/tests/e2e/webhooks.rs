@@ -7,14 +7,10 @@
 //! `failurePolicy: Fail` and is skipped under `Ignore`; a slow one runs
 //! into its timeout.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::service::TowerToHyperService;
 use serde_json::{Value, json};
 use skiff_testkit::admission::review_answer;
 use skiff_testkit::pki::TestCa;
@@ -47,68 +43,17 @@ fn answer(path: &str, request: &Value) -> Value {
 /// `hooks.webhooks.svc` and 127.0.0.1; it runs until the test ends.
 fn start_webhook() -> (TestCa, u16) {
     let ca = TestCa::new();
-    let (cert, key) = ca.serving(&["hooks.webhooks.svc", "127.0.0.1"]);
-    let chain = rustls_pemfile::certs(&mut cert.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .unwrap();
-    let key = rustls_pemfile::private_key(&mut key.as_bytes())
-        .unwrap()
-        .unwrap();
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .unwrap()
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((tcp, _)) = listener.accept().await {
-                let acceptor = acceptor.clone();
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let service = tower::service_fn(
-                        |request: http::Request<hyper::body::Incoming>| async move {
-                            let path = request.uri().path().to_string();
-                            let body = axum::body::to_bytes(
-                                axum::body::Body::new(request.into_body()),
-                                usize::MAX,
-                            )
-                            .await
-                            .unwrap_or_default();
-                            let review: Value = serde_json::from_slice(&body).unwrap_or_default();
-                            if path == "/slow" {
-                                tokio::time::sleep(Duration::from_secs(3)).await;
-                            }
-                            let out = review_answer(&review, answer(&path, &review["request"]));
-                            Ok::<_, std::convert::Infallible>(
-                                http::Response::builder()
-                                    .header("content-type", "application/json")
-                                    .body(axum::body::Body::from(out.to_string()))
-                                    .unwrap(),
-                            )
-                        },
-                    );
-                    let _ = auto::Builder::new(TokioExecutor::new())
-                        .serve_connection(TokioIo::new(tls), TowerToHyperService::new(service))
-                        .await;
-                });
-            }
+    let port =
+        skiff_testkit::https::serve(&ca, &["hooks.webhooks.svc", "127.0.0.1"], |path, body| {
+            Box::pin(async move {
+                let review: Value = serde_json::from_slice(&body).unwrap_or_default();
+                if path == "/slow" {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                }
+                let out = review_answer(&review, answer(&path, &review["request"]));
+                (200, out.to_string())
+            })
         });
-    });
     (ca, port)
 }
 

@@ -1,0 +1,216 @@
+//! JWT bearer tokens from OpenID Connect issuers (`--authentication-config`,
+//! upstream's structured authentication): a token whose `iss` names a
+//! configured issuer is that issuer's to judge and no one else's. It
+//! authenticates only when signed by one of the issuer's published keys
+//! with an asymmetric algorithm, unexpired, for one of the configured
+//! audiences, and holding every required claim; its claims then name the
+//! user, uid and groups as the configuration maps them, and the user joins
+//! `system:authenticated`. Anything else is refused (401), never passed on
+//! to a weaker authenticator.
+//!
+//! Must never: accept `none` or HMAC-signed tokens (an issuer's public key
+//! would do as an HMAC secret), or trust a key it did not fetch from the
+//! issuer over verified HTTPS.
+
+pub mod config;
+mod keys;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use base64::Engine;
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::Value;
+
+use crate::authn::UserInfo;
+pub use config::{IssuerConfig, OidcConfigError};
+use keys::IssuerKeys;
+
+/// The algorithms an issuer may sign with: asymmetric ones only.
+const ALGORITHMS: &[Algorithm] = &[
+    Algorithm::RS256,
+    Algorithm::RS384,
+    Algorithm::RS512,
+    Algorithm::PS256,
+    Algorithm::PS384,
+    Algorithm::PS512,
+    Algorithm::ES256,
+    Algorithm::ES384,
+    Algorithm::EdDSA,
+];
+
+/// The configured issuers and their keys.
+pub struct OidcAuthenticator {
+    issuers: Vec<(IssuerConfig, Arc<IssuerKeys>)>,
+}
+
+impl std::fmt::Debug for OidcAuthenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let urls: Vec<&str> = self.issuers.iter().map(|(c, _)| c.url.as_str()).collect();
+        f.debug_struct("OidcAuthenticator")
+            .field("issuers", &urls)
+            .finish()
+    }
+}
+
+/// What became of a token.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    /// No configured issuer made it: another authenticator may know it.
+    NotOurs,
+    /// An issuer's token that does not hold (bad signature, expired, …).
+    Refused(String),
+    /// The user it names.
+    User(UserInfo),
+}
+
+impl OidcAuthenticator {
+    /// The authenticator of `issuers`, fetching each one's keys in the
+    /// background from now on (call within a tokio runtime).
+    pub fn start(issuers: Vec<IssuerConfig>) -> Arc<Self> {
+        let issuers: Vec<(IssuerConfig, Arc<IssuerKeys>)> = issuers
+            .into_iter()
+            .map(|config| (config, Arc::new(IssuerKeys::new())))
+            .collect();
+        for (config, keys) in &issuers {
+            tokio::spawn(keys.clone().keep_fetched(config.clone()));
+        }
+        Arc::new(Self { issuers })
+    }
+
+    /// Whether every issuer's keys have been fetched (tokens of an issuer
+    /// whose keys are not are refused meanwhile).
+    pub fn ready(&self) -> bool {
+        self.issuers
+            .iter()
+            .all(|(_, keys)| keys.current().is_some())
+    }
+
+    /// Judges `token`.
+    pub(crate) fn verify(&self, token: &str) -> Verdict {
+        let Some(iss) = unverified_issuer(token) else {
+            return Verdict::NotOurs;
+        };
+        let Some((config, keys)) = self.issuers.iter().find(|(c, _)| c.url == iss) else {
+            return Verdict::NotOurs;
+        };
+        match verified_claims(config, keys, token).and_then(|claims| user(config, &claims)) {
+            Ok(user) => Verdict::User(user),
+            Err(why) => {
+                tracing::debug!(issuer = %config.url, %why, "token refused");
+                Verdict::Refused(why)
+            }
+        }
+    }
+}
+
+/// The `iss` claim of a JWT, read without checking anything.
+fn unverified_issuer(token: &str) -> Option<String> {
+    let mut parts = token.split('.');
+    let (_, payload, _) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some() {
+        return None;
+    }
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let claims: Value = serde_json::from_slice(&bytes).ok()?;
+    claims["iss"].as_str().map(str::to_owned)
+}
+
+/// The claims of `token`, once its signature, issuer, audience and times
+/// hold.
+fn verified_claims(config: &IssuerConfig, keys: &IssuerKeys, token: &str) -> Result<Value, String> {
+    let header = jsonwebtoken::decode_header(token).map_err(|e| format!("malformed token: {e}"))?;
+    if !ALGORITHMS.contains(&header.alg) {
+        return Err(format!(
+            "oidc: unsupported signing algorithm {:?}",
+            header.alg
+        ));
+    }
+    let set = keys
+        .current()
+        .ok_or("oidc: the issuer's keys have not been fetched yet")?;
+    let candidates: Vec<_> = set
+        .keys
+        .iter()
+        .filter(|k| header.kid.is_none() || k.common.key_id == header.kid)
+        .collect();
+    if candidates.is_empty() {
+        keys.ask_again();
+        return Err("oidc: the token names a key the issuer does not publish".into());
+    }
+    let mut validation = Validation::new(header.alg);
+    validation.leeway = 0;
+    validation.set_issuer(&[&config.url]);
+    validation.set_audience(&config.audiences);
+    validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+    let mut last = String::from("oidc: no key verifies the token");
+    for jwk in candidates {
+        let Ok(key) = DecodingKey::from_jwk(jwk) else {
+            continue;
+        };
+        match jsonwebtoken::decode::<Value>(token, &key, &validation) {
+            Ok(data) => return Ok(data.claims),
+            Err(e) => last = format!("oidc: verify token: {e}"),
+        }
+    }
+    Err(last)
+}
+
+/// The user `claims` name, as the issuer's mappings say.
+fn user(config: &IssuerConfig, claims: &Value) -> Result<UserInfo, String> {
+    for (claim, wanted) in &config.required_claims {
+        if claims[claim].as_str() != Some(wanted.as_str()) {
+            return Err(format!(
+                "oidc: required claim {claim} not found or not {wanted:?}"
+            ));
+        }
+    }
+    let (claim, prefix) = &config.username;
+    let name = claims[claim]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| format!("oidc: claim {claim:?} not present or not a string"))?;
+    if claim == "email" {
+        match claims.get("email_verified") {
+            None | Some(Value::Bool(true)) => {}
+            Some(Value::Bool(false)) => return Err("oidc: email not verified".into()),
+            Some(_) => return Err("oidc: email_verified is not a boolean".into()),
+        }
+    }
+    let mut groups: Vec<String> = Vec::new();
+    if let Some((claim, prefix)) = &config.groups {
+        match &claims[claim] {
+            Value::Null => {}
+            Value::String(group) => groups.push(format!("{prefix}{group}")),
+            Value::Array(list) => {
+                let mut seen = HashSet::new();
+                for group in list {
+                    let group = group
+                        .as_str()
+                        .ok_or_else(|| format!("oidc: claim {claim:?} holds a non-string group"))?;
+                    if seen.insert(group) {
+                        groups.push(format!("{prefix}{group}"));
+                    }
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "oidc: claim {claim:?} is not a string or a list of strings"
+                ));
+            }
+        }
+    }
+    let mut user = UserInfo::new(format!("{prefix}{name}"), groups);
+    if let Some(claim) = &config.uid {
+        user.uid = claims[claim]
+            .as_str()
+            .ok_or_else(|| format!("oidc: claim {claim:?} not present or not a string"))?
+            .to_owned();
+    }
+    Ok(user)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,172 @@
+//! Tokens as an attacker would forge them, and the one that holds.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use jsonwebtoken::{EncodingKey, Header};
+use serde_json::{Value, json};
+
+use super::*;
+
+const ISSUER: &str = "https://issuer.example";
+
+/// A P-256 signing key, and its public half as a JWK named `kid`.
+fn signer(kid: &str) -> (EncodingKey, Value) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let encoding = EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).unwrap();
+    let point = key.public_key_raw();
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let jwk = json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
+        "x": b64(&point[1..33]), "y": b64(&point[33..65])});
+    (encoding, jwk)
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+fn config() -> IssuerConfig {
+    IssuerConfig {
+        url: ISSUER.into(),
+        discovery_url: format!("{ISSUER}/.well-known/openid-configuration"),
+        certificate_authority: None,
+        audiences: vec!["skiff".into()],
+        required_claims: vec![("hd".into(), "example.com".into())],
+        username: ("sub".into(), "oidc:".into()),
+        groups: Some(("groups".into(), "oidc:".into())),
+        uid: Some("sub".into()),
+    }
+}
+
+/// An authenticator of [`config`] whose keys are `jwks` (as if fetched).
+fn authenticator(config: IssuerConfig, jwks: &[Value]) -> OidcAuthenticator {
+    let keys = Arc::new(IssuerKeys::new());
+    keys.set(serde_json::from_value(json!({"keys": jwks})).unwrap());
+    OidcAuthenticator {
+        issuers: vec![(config, keys)],
+    }
+}
+
+fn claims() -> Value {
+    json!({"iss": ISSUER, "aud": ["skiff"], "sub": "alice", "hd": "example.com",
+        "groups": ["dev", "dev", "ops"], "exp": now() + 600, "iat": now()})
+}
+
+fn token(key: &EncodingKey, kid: &str, claims: &Value) -> String {
+    let mut header = Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some(kid.into());
+    jsonwebtoken::encode(&header, claims, key).unwrap()
+}
+
+fn refused(verdict: Verdict) -> String {
+    match verdict {
+        Verdict::Refused(why) => why,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_token_of_the_issuer_names_the_mapped_user() {
+    let (key, jwk) = signer("k1");
+    let oidc = authenticator(config(), &[jwk]);
+    let Verdict::User(user) = oidc.verify(&token(&key, "k1", &claims())) else {
+        panic!("the issuer's own token must authenticate");
+    };
+    assert_eq!(user.name, "oidc:alice");
+    assert_eq!(user.uid, "alice");
+    assert_eq!(
+        user.groups,
+        ["oidc:dev", "oidc:ops", "system:authenticated"],
+        "groups prefixed, once each"
+    );
+}
+
+#[test]
+fn forged_expired_and_misdirected_tokens_are_refused() {
+    let (key, jwk) = signer("k1");
+    let (other_key, _) = signer("k1");
+    let oidc = authenticator(config(), &[jwk]);
+    // Signed by a key the issuer never published, under its key id.
+    assert!(refused(oidc.verify(&token(&other_key, "k1", &claims()))).contains("InvalidSignature"));
+    // Expired.
+    let mut expired = claims();
+    expired["exp"] = json!(now() - 5);
+    assert!(refused(oidc.verify(&token(&key, "k1", &expired))).contains("ExpiredSignature"));
+    // No expiry at all.
+    let mut forever = claims();
+    forever.as_object_mut().unwrap().remove("exp");
+    refused(oidc.verify(&token(&key, "k1", &forever)));
+    // For another audience.
+    let mut elsewhere = claims();
+    elsewhere["aud"] = json!("someone-else");
+    assert!(refused(oidc.verify(&token(&key, "k1", &elsewhere))).contains("InvalidAudience"));
+    // Missing a required claim.
+    let mut outsider = claims();
+    outsider["hd"] = json!("evil.example");
+    assert!(refused(oidc.verify(&token(&key, "k1", &outsider))).contains("required claim hd"));
+    // A key id the issuer does not publish.
+    assert!(refused(oidc.verify(&token(&key, "k9", &claims()))).contains("does not publish"));
+    // Groups that are not strings.
+    let mut odd = claims();
+    odd["groups"] = json!([1]);
+    refused(oidc.verify(&token(&key, "k1", &odd)));
+}
+
+#[test]
+fn unsigned_and_hmac_tokens_are_refused() {
+    let (_, jwk) = signer("k1");
+    let oidc = authenticator(config(), std::slice::from_ref(&jwk));
+    let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let unsigned = format!(
+        "{}.{}.",
+        b64(&json!({"alg": "none", "typ": "JWT"})),
+        b64(&claims())
+    );
+    refused(oidc.verify(&unsigned));
+    // HS256 keyed with the issuer's public key, the classic confusion.
+    let secret = EncodingKey::from_secret(jwk.to_string().as_bytes());
+    let mut header = Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some("k1".into());
+    let hmac = jsonwebtoken::encode(&header, &claims(), &secret).unwrap();
+    assert!(refused(oidc.verify(&hmac)).contains("unsupported signing algorithm"));
+}
+
+#[test]
+fn only_tokens_naming_a_configured_issuer_are_judged() {
+    let (key, jwk) = signer("k1");
+    let oidc = authenticator(config(), &[jwk]);
+    let mut foreign = claims();
+    foreign["iss"] = json!("https://elsewhere.example");
+    assert_eq!(oidc.verify(&token(&key, "k1", &foreign)), Verdict::NotOurs);
+    assert_eq!(oidc.verify("not-a-jwt"), Verdict::NotOurs);
+}
+
+#[test]
+fn no_token_holds_before_the_keys_are_fetched() {
+    let (key, _) = signer("k1");
+    let oidc = OidcAuthenticator {
+        issuers: vec![(config(), Arc::new(IssuerKeys::new()))],
+    };
+    assert!(!oidc.ready());
+    assert!(refused(oidc.verify(&token(&key, "k1", &claims()))).contains("not been fetched"));
+}
+
+#[test]
+fn an_email_name_must_be_verified_when_the_issuer_says() {
+    let (key, jwk) = signer("k1");
+    let mut by_email = config();
+    by_email.username = ("email".into(), String::new());
+    let oidc = authenticator(by_email, &[jwk]);
+    let mut unverified = claims();
+    unverified["email"] = json!("alice@example.com");
+    unverified["email_verified"] = json!(false);
+    assert!(refused(oidc.verify(&token(&key, "k1", &unverified))).contains("not verified"));
+    unverified["email_verified"] = json!(true);
+    let Verdict::User(user) = oidc.verify(&token(&key, "k1", &unverified)) else {
+        panic!("a verified email names the user");
+    };
+    assert_eq!(user.name, "alice@example.com");
+}
