@@ -302,6 +302,50 @@ pub(crate) struct ServerArgs {
     #[arg(long, env = "SKIFF_AUTHENTICATION_CONFIG")]
     pub authentication_config: Option<PathBuf>,
 
+    /// kube-apiserver's older OpenID Connect flags, one issuer (instead of
+    /// `--authentication-config`): its URL (https).
+    #[arg(long, env = "SKIFF_OIDC_ISSUER_URL")]
+    pub oidc_issuer_url: Option<String>,
+
+    /// The audience the issuer's tokens must name.
+    #[arg(long, env = "SKIFF_OIDC_CLIENT_ID")]
+    pub oidc_client_id: Option<String>,
+
+    /// The claim naming the user.
+    #[arg(long, env = "SKIFF_OIDC_USERNAME_CLAIM", default_value = "sub")]
+    pub oidc_username_claim: String,
+
+    /// Put before each user name (`-` for nothing; default: the issuer URL
+    /// and `#`, except for the `email` claim).
+    #[arg(long, env = "SKIFF_OIDC_USERNAME_PREFIX")]
+    pub oidc_username_prefix: Option<String>,
+
+    /// The claim listing the user's groups.
+    #[arg(long, env = "SKIFF_OIDC_GROUPS_CLAIM")]
+    pub oidc_groups_claim: Option<String>,
+
+    /// Put before each group name.
+    #[arg(long, env = "SKIFF_OIDC_GROUPS_PREFIX", default_value = "")]
+    pub oidc_groups_prefix: String,
+
+    /// PEM CA the issuer's HTTPS certificate must chain to (default: the
+    /// system roots).
+    #[arg(long, env = "SKIFF_OIDC_CA_FILE")]
+    pub oidc_ca_file: Option<PathBuf>,
+
+    /// `key=value` a token must hold as a claim (repeatable).
+    #[arg(long, env = "SKIFF_OIDC_REQUIRED_CLAIM", value_delimiter = ',')]
+    pub oidc_required_claim: Vec<String>,
+
+    /// The signing algorithms accepted.
+    #[arg(
+        long,
+        env = "SKIFF_OIDC_SIGNING_ALGS",
+        value_delimiter = ',',
+        default_value = "RS256"
+    )]
+    pub oidc_signing_algs: Vec<String>,
+
     /// Keep an audit log in this file (`-` for standard output), one
     /// audit.k8s.io/v1 Event per line.
     #[arg(long, env = "SKIFF_AUDIT_LOG_PATH")]
@@ -538,8 +582,7 @@ pub(crate) async fn run(mut args: ServerArgs) -> anyhow::Result<()> {
     let tls_config = certs.server_config().context("building TLS")?;
     let mut authn = Authenticator::load_or_create_token_file(&args.data_dir.join("token.csv"))
         .context("loading the token file")?;
-    if let Some(path) = &args.authentication_config {
-        let issuers = skiff_apiserver::oidc::config::load(path)?;
+    if let Some(issuers) = oidc_issuers(&args)? {
         authn = authn.with_oidc(skiff_apiserver::oidc::OidcAuthenticator::start(issuers));
     }
     // k3s's DATA_DIR/token: agents join with it (`skiff agent --token`), and
@@ -1212,5 +1255,32 @@ fn write_kubeconfig(
             skiff_common::files::write_with_mode(&in_data_dir, kubeconfig.as_bytes(), mode)?;
             Ok(in_data_dir)
         }
+    }
+}
+
+/// The OpenID Connect issuers of `--authentication-config`, or of the
+/// older `--oidc-*` flags (never both, as upstream refuses).
+fn oidc_issuers(
+    args: &ServerArgs,
+) -> anyhow::Result<Option<Vec<skiff_apiserver::oidc::IssuerConfig>>> {
+    use skiff_apiserver::oidc::{OidcFlags, config};
+    let flags_given = args.oidc_issuer_url.is_some() || args.oidc_client_id.is_some();
+    match (&args.authentication_config, flags_given) {
+        (Some(_), true) => {
+            anyhow::bail!("--authentication-config and the --oidc-* flags are mutually exclusive")
+        }
+        (Some(path), false) => Ok(Some(config::load(path)?)),
+        (None, true) => Ok(Some(vec![config::from_flags(OidcFlags {
+            issuer_url: args.oidc_issuer_url.clone().unwrap_or_default(),
+            client_id: args.oidc_client_id.clone().unwrap_or_default(),
+            username_claim: args.oidc_username_claim.clone(),
+            username_prefix: args.oidc_username_prefix.clone(),
+            groups_claim: args.oidc_groups_claim.clone(),
+            groups_prefix: args.oidc_groups_prefix.clone(),
+            ca_file: args.oidc_ca_file.clone(),
+            required_claims: args.oidc_required_claim.clone(),
+            signing_algs: args.oidc_signing_algs.clone(),
+        })?])),
+        (None, false) => Ok(None),
     }
 }

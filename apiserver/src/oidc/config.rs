@@ -36,6 +36,12 @@ pub enum OidcConfigError {
         /// What the decoder said.
         message: String,
     },
+    /// The `--oidc-*` flags do not describe an issuer.
+    #[error("{message}")]
+    Flags {
+        /// What is wrong.
+        message: String,
+    },
     /// The configuration breaks upstream's rules (every problem, joined).
     #[error("invalid authentication configuration {path}: {message}")]
     Invalid {
@@ -138,6 +144,105 @@ pub struct IssuerConfig {
     pub groups: Option<(String, String)>,
     /// The claim holding the user's uid.
     pub uid: Option<String>,
+    /// The signing algorithms accepted (`RS256`, `ES256`, …); empty for
+    /// every asymmetric one.
+    pub algorithms: Vec<String>,
+}
+
+/// kube-apiserver's older `--oidc-*` flags, one issuer.
+#[derive(Debug, Clone, Default)]
+pub struct OidcFlags {
+    /// `--oidc-issuer-url`.
+    pub issuer_url: String,
+    /// `--oidc-client-id`: the audience tokens must name.
+    pub client_id: String,
+    /// `--oidc-username-claim` (`sub` when empty).
+    pub username_claim: String,
+    /// `--oidc-username-prefix`: `-` for none; unset, the issuer URL and
+    /// `#` unless the claim is `email`.
+    pub username_prefix: Option<String>,
+    /// `--oidc-groups-claim`.
+    pub groups_claim: Option<String>,
+    /// `--oidc-groups-prefix`.
+    pub groups_prefix: String,
+    /// `--oidc-ca-file`: the PEM file the issuer's HTTPS must chain to.
+    pub ca_file: Option<PathBuf>,
+    /// `--oidc-required-claim key=value`, repeated.
+    pub required_claims: Vec<String>,
+    /// `--oidc-signing-algs` (`RS256` when empty, as upstream).
+    pub signing_algs: Vec<String>,
+}
+
+/// The issuer the `--oidc-*` flags describe, by upstream's defaults.
+pub fn from_flags(flags: OidcFlags) -> Result<IssuerConfig, OidcConfigError> {
+    let invalid = |message: String| OidcConfigError::Flags { message };
+    if flags.issuer_url.is_empty() || flags.client_id.is_empty() {
+        return Err(invalid(
+            "--oidc-issuer-url and --oidc-client-id must be given together".into(),
+        ));
+    }
+    if !flags.issuer_url.starts_with("https://") {
+        return Err(invalid(format!(
+            "--oidc-issuer-url {:?} must use the https scheme",
+            flags.issuer_url
+        )));
+    }
+    if flags.issuer_url == crate::tokens::ISSUER {
+        return Err(invalid(format!(
+            "--oidc-issuer-url {:?} is this server's service-account issuer",
+            flags.issuer_url
+        )));
+    }
+    let claim = if flags.username_claim.is_empty() {
+        "sub".to_owned()
+    } else {
+        flags.username_claim
+    };
+    let prefix = match flags.username_prefix.as_deref() {
+        Some("-") => String::new(),
+        Some(prefix) => prefix.to_owned(),
+        None if claim == "email" => String::new(),
+        None => format!("{}#", flags.issuer_url),
+    };
+    let certificate_authority = match &flags.ca_file {
+        Some(path) => {
+            Some(
+                std::fs::read_to_string(path).map_err(|source| OidcConfigError::Read {
+                    path: path.clone(),
+                    source,
+                })?,
+            )
+        }
+        None => None,
+    };
+    let mut required_claims = Vec::new();
+    for pair in &flags.required_claims {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| invalid(format!("--oidc-required-claim {pair:?} is not key=value")))?;
+        required_claims.push((key.to_owned(), value.to_owned()));
+    }
+    Ok(IssuerConfig {
+        discovery_url: format!(
+            "{}/.well-known/openid-configuration",
+            flags.issuer_url.trim_end_matches('/')
+        ),
+        url: flags.issuer_url,
+        certificate_authority,
+        audiences: vec![flags.client_id],
+        required_claims,
+        username: (claim, prefix),
+        groups: flags
+            .groups_claim
+            .filter(|c| !c.is_empty())
+            .map(|c| (c, flags.groups_prefix)),
+        uid: None,
+        algorithms: if flags.signing_algs.is_empty() {
+            vec!["RS256".to_owned()]
+        } else {
+            flags.signing_algs
+        },
+    })
 }
 
 /// Reads and checks the file at `path`.
@@ -352,6 +457,7 @@ fn entry_config(
         username: username?,
         groups,
         uid,
+        algorithms: Vec::new(),
     })
 }
 
@@ -392,8 +498,62 @@ jwt:
                 username: ("sub".into(), "oidc:".into()),
                 groups: Some(("groups".into(), String::new())),
                 uid: Some("sub".into()),
+                algorithms: Vec::new(),
             }]
         );
+    }
+
+    #[test]
+    fn the_older_flags_take_upstreams_defaults() {
+        let issuer = from_flags(OidcFlags {
+            issuer_url: "https://issuer.example".into(),
+            client_id: "skiff".into(),
+            groups_claim: Some("groups".into()),
+            required_claims: vec!["hd=example.com".into()],
+            ..OidcFlags::default()
+        })
+        .unwrap();
+        assert_eq!(
+            issuer.username,
+            ("sub".into(), "https://issuer.example#".into()),
+            "a claim other than email is prefixed with the issuer"
+        );
+        assert_eq!(issuer.audiences, ["skiff"]);
+        assert_eq!(issuer.groups, Some(("groups".into(), String::new())));
+        assert_eq!(
+            issuer.required_claims,
+            [("hd".into(), "example.com".into())]
+        );
+        assert_eq!(issuer.algorithms, ["RS256"]);
+        let by_email = from_flags(OidcFlags {
+            issuer_url: "https://issuer.example".into(),
+            client_id: "skiff".into(),
+            username_claim: "email".into(),
+            ..OidcFlags::default()
+        })
+        .unwrap();
+        assert_eq!(by_email.username, ("email".into(), String::new()));
+        let none = from_flags(OidcFlags {
+            issuer_url: "https://issuer.example".into(),
+            client_id: "skiff".into(),
+            username_prefix: Some("-".into()),
+            ..OidcFlags::default()
+        })
+        .unwrap();
+        assert_eq!(none.username.1, "");
+        for bad in [
+            OidcFlags {
+                issuer_url: "https://issuer.example".into(),
+                ..OidcFlags::default()
+            },
+            OidcFlags {
+                issuer_url: "http://issuer.example".into(),
+                client_id: "skiff".into(),
+                ..OidcFlags::default()
+            },
+        ] {
+            assert!(from_flags(bad).is_err());
+        }
     }
 
     #[test]

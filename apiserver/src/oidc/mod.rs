@@ -23,7 +23,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
 use crate::authn::UserInfo;
-pub use config::{IssuerConfig, OidcConfigError};
+pub use config::{IssuerConfig, OidcConfigError, OidcFlags};
 use keys::IssuerKeys;
 
 /// The algorithms an issuer may sign with: asymmetric ones only.
@@ -122,11 +122,11 @@ fn unverified_issuer(token: &str) -> Option<String> {
 /// hold.
 fn verified_claims(config: &IssuerConfig, keys: &IssuerKeys, token: &str) -> Result<Value, String> {
     let header = jsonwebtoken::decode_header(token).map_err(|e| format!("malformed token: {e}"))?;
-    if !ALGORITHMS.contains(&header.alg) {
-        return Err(format!(
-            "oidc: unsupported signing algorithm {:?}",
-            header.alg
-        ));
+    let named = format!("{:?}", header.alg);
+    if !ALGORITHMS.contains(&header.alg)
+        || !(config.algorithms.is_empty() || config.algorithms.contains(&named))
+    {
+        return Err(format!("oidc: unsupported signing algorithm {named}"));
     }
     let set = keys
         .current()

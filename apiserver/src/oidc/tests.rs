@@ -38,6 +38,7 @@ fn config() -> IssuerConfig {
         username: ("sub".into(), "oidc:".into()),
         groups: Some(("groups".into(), "oidc:".into())),
         uid: Some("sub".into()),
+        algorithms: Vec::new(),
     }
 }
 
@@ -132,6 +133,15 @@ fn unsigned_and_hmac_tokens_are_refused() {
     header.kid = Some("k1".into());
     let hmac = jsonwebtoken::encode(&header, &claims(), &secret).unwrap();
     assert!(refused(oidc.verify(&hmac)).contains("unsupported signing algorithm"));
+}
+
+#[test]
+fn an_issuer_limited_to_some_algorithms_refuses_the_others() {
+    let (key, jwk) = signer("k1");
+    let mut rsa_only = config();
+    rsa_only.algorithms = vec!["RS256".into()];
+    let oidc = authenticator(rsa_only, &[jwk]);
+    assert!(refused(oidc.verify(&token(&key, "k1", &claims()))).contains("ES256"));
 }
 
 #[test]

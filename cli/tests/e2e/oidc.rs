@@ -155,3 +155,49 @@ jwt:
         assert!(!out.contains("oidc:alice"), "{what}: {out}");
     }
 }
+
+/// The older `--oidc-*` flags, as kube-apiserver (and k3s through
+/// `--kube-apiserver-arg`) take them: a user named by the `sub` claim gets
+/// the issuer URL as prefix unless told otherwise.
+#[test]
+fn the_older_oidc_flags_configure_one_issuer() {
+    let (key, jwk) = signing_key("k1");
+    let (ca, issuer) = start_issuer(jwk);
+    let files = tempfile::tempdir().unwrap();
+    let ca_file = files.path().join("issuer-ca.pem");
+    std::fs::write(&ca_file, &ca.pem).unwrap();
+    let server = Server::start_with(&[
+        "--disable-agent",
+        "--oidc-issuer-url",
+        &issuer,
+        "--oidc-client-id",
+        "skiff",
+        "--oidc-ca-file",
+        ca_file.to_str().unwrap(),
+        "--oidc-groups-claim",
+        "groups",
+        "--oidc-signing-algs",
+        "ES256",
+    ]);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = json!({"iss": issuer, "aud": "skiff", "sub": "bob", "groups": ["ops"],
+        "exp": now + 600});
+    let bob = token(&key, &claims);
+    let whoami = eventually(Duration::from_secs(30), "the issuer's token works", || {
+        let out = server.kubectl(&["--token", &bob, "auth", "whoami", "-o", "json"]);
+        out.status
+            .success()
+            .then(|| serde_json::from_slice::<Value>(&out.stdout).unwrap())
+    });
+    assert_eq!(
+        whoami["status"]["userInfo"]["username"],
+        format!("{issuer}#bob")
+    );
+    assert_eq!(
+        whoami["status"]["userInfo"]["groups"],
+        json!(["ops", "system:authenticated"])
+    );
+}
