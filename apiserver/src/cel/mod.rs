@@ -29,7 +29,6 @@ use parking_lot::Mutex;
 
 pub(crate) use cel::Value;
 pub(crate) use values::from_json;
-#[cfg(test)]
 pub(crate) use values::to_json;
 
 /// The internal function every comprehension iteration calls to charge the

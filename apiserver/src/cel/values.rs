@@ -33,7 +33,6 @@ pub(crate) fn from_json(json: &Json) -> Value {
     }
 }
 
-#[cfg(test)]
 /// A CEL value as JSON; `None` for values JSON cannot hold (functions,
 /// opaque values, non-finite doubles).
 pub(crate) fn to_json(value: &Value) -> Option<Json> {

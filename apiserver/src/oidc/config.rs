@@ -1,14 +1,17 @@
 //! The `AuthenticationConfiguration` file (`--authentication-config`), as
 //! upstream's API server reads it: a list of JWT issuers, each with the
-//! audiences its tokens must name and how their claims become a user.
-//! Claims are mapped by name (`claim`, `prefix`); CEL `expression`s,
-//! `extra` mappings and user validation rules are refused with a message
-//! saying so, rather than ignored, so no rule an administrator wrote is
-//! silently skipped.
+//! audiences its tokens must name, the rules its claims must pass and how
+//! they become a user. A value comes from a claim by name (with a prefix)
+//! or from a CEL expression over `claims`, compiled when the file is read
+//! so a bad one stops the start rather than a login; user validation rules
+//! are expressions over `user`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
+
+use crate::cel::{self, Declarations, Program};
 
 /// The API versions upstream has served this file under.
 const API_VERSIONS: &[&str] = &[
@@ -69,7 +72,7 @@ struct JwtEntry {
     claim_validation_rules: Vec<RuleEntry>,
     claim_mappings: MappingsEntry,
     #[serde(default)]
-    user_validation_rules: Vec<serde_yaml::Value>,
+    user_validation_rules: Vec<RuleEntry>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -110,7 +113,16 @@ struct MappingsEntry {
     #[serde(default)]
     uid: Option<ClaimEntry>,
     #[serde(default)]
-    extra: Vec<serde_yaml::Value>,
+    extra: Vec<ExtraEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ExtraEntry {
+    #[serde(default)]
+    key: String,
+    #[serde(default)]
+    value_expression: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -122,6 +134,54 @@ struct ClaimEntry {
     prefix: Option<String>,
     #[serde(default)]
     expression: Option<String>,
+}
+
+/// A CEL expression of the configuration, compiled.
+#[derive(Debug, Clone)]
+pub struct Expression {
+    pub(crate) source: String,
+    pub(crate) program: Arc<Program>,
+}
+
+impl PartialEq for Expression {
+    fn eq(&self, other: &Self) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Eq for Expression {}
+
+/// How one value of the user is read from a token's claims.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mapping {
+    /// A claim by name, each value with `prefix` put before it.
+    Claim {
+        /// The claim.
+        claim: String,
+        /// Put before the value.
+        prefix: String,
+    },
+    /// A CEL expression over `claims`.
+    Expression(Expression),
+}
+
+/// A rule every token's claims must pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimRule {
+    /// The claim holds exactly this string.
+    Equals {
+        /// The claim.
+        claim: String,
+        /// Its required value.
+        value: String,
+    },
+    /// The expression over `claims` is true; otherwise `message` says why.
+    Holds {
+        /// The rule.
+        expression: Expression,
+        /// Why a token fails it.
+        message: String,
+    },
 }
 
 /// One issuer whose tokens authenticate users.
@@ -136,14 +196,18 @@ pub struct IssuerConfig {
     pub certificate_authority: Option<String>,
     /// A token's `aud` must name at least one of these.
     pub audiences: Vec<String>,
-    /// Claims that must hold exactly these string values.
-    pub required_claims: Vec<(String, String)>,
-    /// The claim naming the user, and what is put before its value.
-    pub username: (String, String),
-    /// The claim listing the user's groups, and each group's prefix.
-    pub groups: Option<(String, String)>,
-    /// The claim holding the user's uid.
-    pub uid: Option<String>,
+    /// Rules the claims must pass.
+    pub claim_rules: Vec<ClaimRule>,
+    /// The user's name.
+    pub username: Mapping,
+    /// The user's groups.
+    pub groups: Option<Mapping>,
+    /// The user's uid.
+    pub uid: Option<Mapping>,
+    /// Further facts about the user: keys and the expressions giving them.
+    pub extra: Vec<(String, Expression)>,
+    /// Rules over the resulting `user`, each with why a user fails it.
+    pub user_rules: Vec<(Expression, String)>,
     /// The signing algorithms accepted (`RS256`, `ES256`, …); empty for
     /// every asymmetric one.
     pub algorithms: Vec<String>,
@@ -230,13 +294,21 @@ pub fn from_flags(flags: OidcFlags) -> Result<IssuerConfig, OidcConfigError> {
         url: flags.issuer_url,
         certificate_authority,
         audiences: vec![flags.client_id],
-        required_claims,
-        username: (claim, prefix),
+        claim_rules: required_claims
+            .into_iter()
+            .map(|(claim, value)| ClaimRule::Equals { claim, value })
+            .collect(),
+        username: Mapping::Claim { claim, prefix },
         groups: flags
             .groups_claim
             .filter(|c| !c.is_empty())
-            .map(|c| (c, flags.groups_prefix)),
+            .map(|claim| Mapping::Claim {
+                claim,
+                prefix: flags.groups_prefix,
+            }),
         uid: None,
+        extra: Vec::new(),
+        user_rules: Vec::new(),
         algorithms: if flags.signing_algs.is_empty() {
             vec!["RS256".to_owned()]
         } else {
@@ -348,97 +420,87 @@ fn entry_config(
             "{at}.issuer.certificateAuthority: Invalid value: \"<omitted>\": data does not contain any valid RSA or ECDSA certificates"
         ));
     }
-    let unsupported = |path: String, errors: &mut Vec<String>| {
-        errors.push(format!(
-            "{path}: Forbidden: CEL expressions, extra mappings and user validation rules are not supported by skiff; map claims by name"
-        ));
-    };
-    let mut required_claims = Vec::new();
-    for (j, rule) in entry.claim_validation_rules.iter().enumerate() {
-        let path = format!("{at}.claimValidationRules[{j}]");
-        if rule.expression.is_some() || rule.message.is_some() {
-            unsupported(format!("{path}.expression"), errors);
-            continue;
-        }
-        match &rule.claim {
-            Some(claim) if !claim.is_empty() => required_claims.push((
-                claim.clone(),
-                rule.required_value.clone().unwrap_or_default(),
-            )),
-            _ => errors.push(format!(
-                "{path}.claim: Required value: claim or expression is required"
+    let claim_rules = claim_rules(entry.claim_validation_rules, at, errors);
+    let mut user_rules = Vec::new();
+    for (j, rule) in entry.user_validation_rules.into_iter().enumerate() {
+        let path = format!("{at}.userValidationRules[{j}]");
+        match rule.expression.filter(|e| !e.is_empty()) {
+            Some(source) => {
+                if let Some(expression) =
+                    compiled(&source, &format!("{path}.expression"), "user", errors)
+                {
+                    user_rules.push((expression, rule.message.unwrap_or_default()));
+                }
+            }
+            None => errors.push(format!(
+                "{path}.expression: Required value: expression is required"
             )),
         }
-    }
-    if !entry.user_validation_rules.is_empty() {
-        unsupported(format!("{at}.userValidationRules"), errors);
     }
     let mappings = entry.claim_mappings;
-    if !mappings.extra.is_empty() {
-        unsupported(format!("{at}.claimMappings.extra"), errors);
-    }
-    let username = match mappings.username {
-        Some(ClaimEntry {
-            expression: Some(_),
-            ..
-        }) => {
-            unsupported(format!("{at}.claimMappings.username.expression"), errors);
-            None
-        }
-        Some(ClaimEntry {
-            claim: Some(claim),
-            prefix,
-            ..
-        }) if !claim.is_empty() => match prefix {
-            Some(prefix) => Some((claim, prefix)),
-            None => {
-                errors.push(format!(
-                    "{at}.claimMappings.username.prefix: Required value: prefix is required when claim is set. It can be set to an empty string to disable prefixing"
-                ));
-                None
-            }
-        },
-        _ => {
+    let username_path = format!("{at}.claimMappings.username");
+    let username = match mapping(mappings.username, &username_path, true, errors) {
+        Some(Some(username)) => Some(username),
+        Some(None) => {
             errors.push(format!(
-                "{at}.claimMappings.username: Required value: claim or expression is required"
+                "{username_path}: Required value: claim or expression is required"
             ));
             None
         }
-    };
-    let groups = match mappings.groups {
-        Some(ClaimEntry {
-            expression: Some(_),
-            ..
-        }) => {
-            unsupported(format!("{at}.claimMappings.groups.expression"), errors);
-            None
-        }
-        Some(ClaimEntry {
-            claim: Some(claim),
-            prefix,
-            ..
-        }) if !claim.is_empty() => match prefix {
-            Some(prefix) => Some((claim, prefix)),
-            None => {
-                errors.push(format!(
-                    "{at}.claimMappings.groups.prefix: Required value: prefix is required when claim is set. It can be set to an empty string to disable prefixing"
-                ));
-                None
-            }
-        },
-        _ => None,
-    };
-    let uid = match mappings.uid {
-        Some(ClaimEntry {
-            expression: Some(_),
-            ..
-        }) => {
-            unsupported(format!("{at}.claimMappings.uid.expression"), errors);
-            None
-        }
-        Some(ClaimEntry { claim, .. }) => claim.filter(|c| !c.is_empty()),
         None => None,
     };
+    let groups = mapping(
+        mappings.groups,
+        &format!("{at}.claimMappings.groups"),
+        true,
+        errors,
+    )
+    .flatten();
+    let uid = mapping(
+        mappings.uid,
+        &format!("{at}.claimMappings.uid"),
+        false,
+        errors,
+    )
+    .flatten();
+    let mut extra: Vec<(String, Expression)> = Vec::new();
+    for (j, entry) in mappings.extra.into_iter().enumerate() {
+        let path = format!("{at}.claimMappings.extra[{j}]");
+        if let Some(problem) = extra_key_problem(&entry.key) {
+            errors.push(format!("{path}.key: {problem}"));
+        } else if extra.iter().any(|(key, _)| *key == entry.key) {
+            errors.push(format!("{path}.key: Duplicate value: {:?}", entry.key));
+        }
+        if entry.value_expression.is_empty() {
+            errors.push(format!(
+                "{path}.valueExpression: Required value: valueExpression is required"
+            ));
+        } else if let Some(expression) = compiled(
+            &entry.value_expression,
+            &format!("{path}.valueExpression"),
+            "claims",
+            errors,
+        ) {
+            extra.push((entry.key, expression));
+        }
+    }
+    // A name taken from an email the issuer may not have verified would
+    // let anyone register that address elsewhere and become its owner.
+    if let Some(Mapping::Expression(expression)) = &username
+        && names_claim(&expression.source, "email")
+    {
+        let verified = names_claim(&expression.source, "email_verified")
+            || extra.iter().any(|(_, e)| names_claim(&e.source, "email_verified"))
+            || claim_rules.iter().any(|rule| {
+                matches!(rule, ClaimRule::Holds { expression, .. } if names_claim(&expression.source, "email_verified"))
+            });
+        if !verified {
+            errors.push(format!(
+                "{username_path}.expression: Invalid value: {:?}: claims.email_verified must be used in claimMappings.username.expression or claimMappings.extra[*].valueExpression or claimValidationRules[*].expression when claims.email is used in claimMappings.username.expression",
+                expression.source
+            ));
+        }
+    }
     if errors.len() > before {
         return None;
     }
@@ -453,12 +515,163 @@ fn entry_config(
         discovery_url,
         certificate_authority: issuer.certificate_authority,
         audiences: issuer.audiences,
-        required_claims,
+        claim_rules,
         username: username?,
         groups,
         uid,
+        extra,
+        user_rules,
         algorithms: Vec::new(),
     })
+}
+
+/// The claim validation rules of one issuer, checked and compiled.
+fn claim_rules(rules: Vec<RuleEntry>, at: &str, errors: &mut Vec<String>) -> Vec<ClaimRule> {
+    let mut out = Vec::new();
+    for (j, rule) in rules.into_iter().enumerate() {
+        let path = format!("{at}.claimValidationRules[{j}]");
+        let claim = rule.claim.filter(|c| !c.is_empty());
+        let expression = rule.expression.filter(|e| !e.is_empty());
+        match (claim, expression) {
+            (Some(_), Some(_)) => errors.push(format!(
+                "{path}: Invalid value: \"claim\": claim and expression can't both be set"
+            )),
+            (None, None) => errors.push(format!(
+                "{path}: Required value: claim or expression is required"
+            )),
+            (Some(claim), None) => {
+                if rule.message.is_some() {
+                    errors.push(format!(
+                        "{path}.message: Invalid value: \"message\": message can't be set when claim is set"
+                    ));
+                }
+                out.push(ClaimRule::Equals {
+                    claim,
+                    value: rule.required_value.unwrap_or_default(),
+                });
+            }
+            (None, Some(source)) => {
+                if rule.required_value.is_some() {
+                    errors.push(format!(
+                        "{path}.requiredValue: Invalid value: \"requiredValue\": requiredValue can't be set when expression is set"
+                    ));
+                }
+                if let Some(expression) =
+                    compiled(&source, &format!("{path}.expression"), "claims", errors)
+                {
+                    out.push(ClaimRule::Holds {
+                        expression,
+                        message: rule.message.unwrap_or_default(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A claim mapping at `path`: `None` when it is wrong (the errors say
+/// why), `Some(None)` when it is not set.
+fn mapping(
+    entry: Option<ClaimEntry>,
+    path: &str,
+    prefixed: bool,
+    errors: &mut Vec<String>,
+) -> Option<Option<Mapping>> {
+    let Some(entry) = entry else {
+        return Some(None);
+    };
+    let claim = entry.claim.filter(|c| !c.is_empty());
+    let expression = entry.expression.filter(|e| !e.is_empty());
+    match (claim, expression) {
+        (Some(_), Some(_)) => {
+            errors.push(format!(
+                "{path}: Invalid value: \"\": claim and expression can't both be set"
+            ));
+            None
+        }
+        (None, None) => Some(None),
+        (Some(claim), None) => match (entry.prefix, prefixed) {
+            (Some(prefix), true) => Some(Some(Mapping::Claim { claim, prefix })),
+            (None, true) => {
+                errors.push(format!(
+                    "{path}.prefix: Required value: prefix is required when claim is set. It can be set to an empty string to disable prefixing"
+                ));
+                None
+            }
+            (_, false) => Some(Some(Mapping::Claim {
+                claim,
+                prefix: String::new(),
+            })),
+        },
+        (None, Some(source)) => {
+            if entry.prefix.is_some() {
+                errors.push(format!(
+                    "{path}.prefix: Invalid value: \"\": prefix can't be set when expression is set"
+                ));
+                return None;
+            }
+            compiled(&source, &format!("{path}.expression"), "claims", errors)
+                .map(|e| Some(Mapping::Expression(e)))
+        }
+    }
+}
+
+/// `source` compiled for an expression naming only `root`.
+fn compiled(
+    source: &str,
+    path: &str,
+    root: &'static str,
+    errors: &mut Vec<String>,
+) -> Option<Expression> {
+    match cel::compile(source, &Declarations::roots(&[root])) {
+        Ok(program) => Some(Expression {
+            source: source.to_owned(),
+            program,
+        }),
+        Err(error) => {
+            errors.push(format!(
+                "{path}: Invalid value: {source:?}: compilation failed: {error}"
+            ));
+            None
+        }
+    }
+}
+
+/// Whether `source` reads `claims.<name>` (and not a longer name).
+fn names_claim(source: &str, name: &str) -> bool {
+    let needle = format!("claims.{name}");
+    source.match_indices(&needle).any(|(at, _)| {
+        source[at + needle.len()..]
+            .chars()
+            .next()
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || c == '_'))
+    })
+}
+
+/// Why `key` cannot name an extra fact of a user: it must be a
+/// lowercase domain-prefixed path outside Kubernetes' own domains.
+fn extra_key_problem(key: &str) -> Option<String> {
+    if key.is_empty() {
+        return Some("Required value: key is required".into());
+    }
+    let Some((domain, rest)) = key.split_once('/') else {
+        return Some(format!(
+            "Invalid value: {key:?}: key must be a domain-prefix path (e.g. example.org/foo)"
+        ));
+    };
+    if domain.is_empty() || rest.is_empty() || !domain.contains('.') {
+        return Some(format!(
+            "Invalid value: {key:?}: key must be a domain-prefix path (e.g. example.org/foo)"
+        ));
+    }
+    if key != key.to_lowercase() {
+        return Some(format!("Invalid value: {key:?}: key must be lowercase"));
+    }
+    let reserved = ["kubernetes.io", "k8s.io"]
+        .iter()
+        .any(|d| domain == *d || domain.ends_with(&format!(".{d}")));
+    reserved.then(|| format!("Invalid value: {key:?}: k8s.io, kubernetes.io and their subdomains are reserved for Kubernetes use"))
 }
 
 #[cfg(test)]
@@ -494,13 +707,55 @@ jwt:
                 discovery_url: "https://issuer.example/.well-known/openid-configuration".into(),
                 certificate_authority: None,
                 audiences: vec!["skiff".into()],
-                required_claims: vec![("hd".into(), "example.com".into())],
-                username: ("sub".into(), "oidc:".into()),
-                groups: Some(("groups".into(), String::new())),
-                uid: Some("sub".into()),
+                claim_rules: vec![ClaimRule::Equals {
+                    claim: "hd".into(),
+                    value: "example.com".into()
+                }],
+                username: Mapping::Claim {
+                    claim: "sub".into(),
+                    prefix: "oidc:".into()
+                },
+                groups: Some(Mapping::Claim {
+                    claim: "groups".into(),
+                    prefix: String::new()
+                }),
+                uid: Some(Mapping::Claim {
+                    claim: "sub".into(),
+                    prefix: String::new()
+                }),
+                extra: Vec::new(),
+                user_rules: Vec::new(),
                 algorithms: Vec::new(),
             }]
         );
+    }
+
+    #[test]
+    fn expressions_compile_when_the_file_is_read() {
+        let issuers = parse(
+            "apiVersion: apiserver.config.k8s.io/v1
+kind: AuthenticationConfiguration
+jwt:
+- issuer: {url: 'https://issuer.example', audiences: [a, b], audienceMatchPolicy: MatchAny}
+  claimValidationRules:
+  - {expression: 'claims.email_verified == true', message: 'email not verified'}
+  claimMappings:
+    username: {expression: \"'oidc:' + claims.email\"}
+    groups: {expression: 'claims.roles'}
+    extra:
+    - {key: 'example.org/team', valueExpression: 'claims.team'}
+  userValidationRules:
+  - {expression: \"!user.username.startsWith('system:')\", message: 'no system users'}
+",
+            TAKEN,
+        )
+        .unwrap();
+        let issuer = &issuers[0];
+        assert!(
+            matches!(&issuer.username, Mapping::Expression(e) if e.source == "'oidc:' + claims.email")
+        );
+        assert_eq!(issuer.extra.len(), 1);
+        assert_eq!(issuer.user_rules[0].1, "no system users");
     }
 
     #[test]
@@ -515,14 +770,26 @@ jwt:
         .unwrap();
         assert_eq!(
             issuer.username,
-            ("sub".into(), "https://issuer.example#".into()),
+            Mapping::Claim {
+                claim: "sub".into(),
+                prefix: "https://issuer.example#".into()
+            },
             "a claim other than email is prefixed with the issuer"
         );
         assert_eq!(issuer.audiences, ["skiff"]);
-        assert_eq!(issuer.groups, Some(("groups".into(), String::new())));
         assert_eq!(
-            issuer.required_claims,
-            [("hd".into(), "example.com".into())]
+            issuer.groups,
+            Some(Mapping::Claim {
+                claim: "groups".into(),
+                prefix: String::new()
+            })
+        );
+        assert_eq!(
+            issuer.claim_rules,
+            [ClaimRule::Equals {
+                claim: "hd".into(),
+                value: "example.com".into()
+            }]
         );
         assert_eq!(issuer.algorithms, ["RS256"]);
         let by_email = from_flags(OidcFlags {
@@ -532,7 +799,13 @@ jwt:
             ..OidcFlags::default()
         })
         .unwrap();
-        assert_eq!(by_email.username, ("email".into(), String::new()));
+        assert_eq!(
+            by_email.username,
+            Mapping::Claim {
+                claim: "email".into(),
+                prefix: String::new()
+            }
+        );
         let none = from_flags(OidcFlags {
             issuer_url: "https://issuer.example".into(),
             client_id: "skiff".into(),
@@ -540,7 +813,7 @@ jwt:
             ..OidcFlags::default()
         })
         .unwrap();
-        assert_eq!(none.username.1, "");
+        assert!(matches!(none.username, Mapping::Claim { prefix, .. } if prefix.is_empty()));
         for bad in [
             OidcFlags {
                 issuer_url: "https://issuer.example".into(),
@@ -557,7 +830,7 @@ jwt:
     }
 
     #[test]
-    fn what_upstream_refuses_and_what_skiff_does_not_support_is_refused() {
+    fn what_upstream_refuses_is_refused() {
         let refused = parse(
             "apiVersion: apiserver.config.k8s.io/v1beta1
 kind: AuthenticationConfiguration
@@ -566,23 +839,38 @@ jwt:
   claimMappings:
     username: {claim: sub}
 - issuer: {url: 'https://kubernetes.default.svc.cluster.local', audiences: [a]}
+  claimValidationRules:
+  - {claim: hd, expression: 'true'}
   claimMappings:
-    username: {expression: 'claims.sub'}
+    username: {expression: 'claims.email'}
+    groups: {expression: 'claims.groups +', prefix: 'x:'}
+    extra:
+    - {key: 'example.org/Team', valueExpression: 'claims.team'}
+    - {key: 'kubernetes.io/team', valueExpression: 'secrets.team'}
 ",
             TAKEN,
         )
         .unwrap_err();
-        assert_eq!(
-            refused,
-            Parsed::Invalid(
-                "[jwt[0].issuer.url: Invalid value: \"http://plain.example\": URL scheme must be https, \
-                 jwt[0].issuer.audiences: Required value: at least one jwt[0].issuer.audiences is required, \
-                 jwt[0].claimMappings.username.prefix: Required value: prefix is required when claim is set. It can be set to an empty string to disable prefixing, \
-                 jwt[1].issuer.url: Invalid value: \"https://kubernetes.default.svc.cluster.local\": URL must not overlap with disallowed issuers: [\"https://kubernetes.default.svc.cluster.local\"], \
-                 jwt[1].claimMappings.username.expression: Forbidden: CEL expressions, extra mappings and user validation rules are not supported by skiff; map claims by name]"
-                    .into()
-            )
-        );
+        let Parsed::Invalid(message) = refused else {
+            panic!("{refused:?}");
+        };
+        for expected in [
+            "jwt[0].issuer.url: Invalid value: \"http://plain.example\": URL scheme must be https",
+            "jwt[0].issuer.audiences: Required value: at least one jwt[0].issuer.audiences is required",
+            "jwt[0].claimMappings.username.prefix: Required value: prefix is required when claim is set. It can be set to an empty string to disable prefixing",
+            "jwt[1].issuer.url: Invalid value: \"https://kubernetes.default.svc.cluster.local\": URL must not overlap with disallowed issuers: [\"https://kubernetes.default.svc.cluster.local\"]",
+            "jwt[1].claimValidationRules[0]: Invalid value: \"claim\": claim and expression can't both be set",
+            "jwt[1].claimMappings.groups.prefix: Invalid value: \"\": prefix can't be set when expression is set",
+            "jwt[1].claimMappings.extra[0].key: Invalid value: \"example.org/Team\": key must be lowercase",
+            "jwt[1].claimMappings.extra[1].key: Invalid value: \"kubernetes.io/team\": k8s.io, kubernetes.io and their subdomains are reserved for Kubernetes use",
+            "jwt[1].claimMappings.extra[1].valueExpression: Invalid value: \"secrets.team\": compilation failed: ERROR: <input>: undeclared reference to 'secrets' (in container '')",
+            "jwt[1].claimMappings.username.expression: Invalid value: \"claims.email\": claims.email_verified must be used in claimMappings.username.expression or claimMappings.extra[*].valueExpression or claimValidationRules[*].expression when claims.email is used in claimMappings.username.expression",
+        ] {
+            assert!(
+                message.contains(expected),
+                "missing {expected}\nin {message}"
+            );
+        }
         let Parsed::Decode(unknown) = parse(
             "apiVersion: apiserver.config.k8s.io/v1beta1\nkind: AuthenticationConfiguration\nanonymus: {}\n",
             TAKEN,

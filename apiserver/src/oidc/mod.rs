@@ -3,9 +3,10 @@
 //! configured issuer is that issuer's to judge and no one else's. It
 //! authenticates only when signed by one of the issuer's published keys
 //! with an asymmetric algorithm, unexpired, for one of the configured
-//! audiences, and holding every required claim; its claims then name the
-//! user, uid and groups as the configuration maps them, and the user joins
-//! `system:authenticated`. Anything else is refused (401), never passed on
+//! audiences, and passing every claim rule; its claims then name the user,
+//! uid, groups and extra as the configuration maps them (by claim, or by CEL
+//! expression on the server's engine, [`crate::cel`]), the user passes the
+//! user rules, and joins `system:authenticated`. Anything else is refused (401), never passed on
 //! to a weaker authenticator.
 //!
 //! Must never: accept `none` or HMAC-signed tokens (an issuer's public key
@@ -23,6 +24,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
 use crate::authn::UserInfo;
+use config::{ClaimRule, Expression, Mapping};
 pub use config::{IssuerConfig, OidcConfigError, OidcFlags};
 use keys::IssuerKeys;
 
@@ -158,58 +160,164 @@ fn verified_claims(config: &IssuerConfig, keys: &IssuerKeys, token: &str) -> Res
     Err(last)
 }
 
-/// The user `claims` name, as the issuer's mappings say.
+/// The user `claims` name, as the issuer's rules and mappings say.
 fn user(config: &IssuerConfig, claims: &Value) -> Result<UserInfo, String> {
-    for (claim, wanted) in &config.required_claims {
-        if claims[claim].as_str() != Some(wanted.as_str()) {
-            return Err(format!(
-                "oidc: required claim {claim} not found or not {wanted:?}"
-            ));
-        }
-    }
-    let (claim, prefix) = &config.username;
-    let name = claims[claim]
-        .as_str()
-        .filter(|n| !n.is_empty())
-        .ok_or_else(|| format!("oidc: claim {claim:?} not present or not a string"))?;
-    if claim == "email" {
-        match claims.get("email_verified") {
-            None | Some(Value::Bool(true)) => {}
-            Some(Value::Bool(false)) => return Err("oidc: email not verified".into()),
-            Some(_) => return Err("oidc: email_verified is not a boolean".into()),
-        }
-    }
-    let mut groups: Vec<String> = Vec::new();
-    if let Some((claim, prefix)) = &config.groups {
-        match &claims[claim] {
-            Value::Null => {}
-            Value::String(group) => groups.push(format!("{prefix}{group}")),
-            Value::Array(list) => {
-                let mut seen = HashSet::new();
-                for group in list {
-                    let group = group
-                        .as_str()
-                        .ok_or_else(|| format!("oidc: claim {claim:?} holds a non-string group"))?;
-                    if seen.insert(group) {
-                        groups.push(format!("{prefix}{group}"));
-                    }
+    let mut cel = Cel::new(claims);
+    for rule in &config.claim_rules {
+        match rule {
+            ClaimRule::Equals { claim, value } => {
+                if claims[claim].as_str() != Some(value.as_str()) {
+                    return Err(format!(
+                        "oidc: required claim {claim} not found or not {value:?}"
+                    ));
                 }
             }
-            _ => {
+            ClaimRule::Holds {
+                expression,
+                message,
+            } => {
+                if !cel.holds(expression)? {
+                    return Err(format!(
+                        "oidc: error evaluating claim validation expression: {message}"
+                    ));
+                }
+            }
+        }
+    }
+    let name = match &config.username {
+        Mapping::Claim { claim, prefix } => {
+            let name = claims[claim]
+                .as_str()
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| format!("oidc: claim {claim:?} not present or not a string"))?;
+            if claim == "email" {
+                match claims.get("email_verified") {
+                    None | Some(Value::Bool(true)) => {}
+                    Some(Value::Bool(false)) => return Err("oidc: email not verified".into()),
+                    Some(_) => return Err("oidc: email_verified is not a boolean".into()),
+                }
+            }
+            format!("{prefix}{name}")
+        }
+        Mapping::Expression(expression) => cel.string(expression)?,
+    };
+    if name.is_empty() {
+        return Err("oidc: the username is empty".into());
+    }
+    let groups = match &config.groups {
+        None => Vec::new(),
+        Some(Mapping::Claim { claim, prefix }) => strings(&claims[claim], claim)?
+            .into_iter()
+            .map(|g| format!("{prefix}{g}"))
+            .collect(),
+        Some(Mapping::Expression(expression)) => cel.strings(expression)?,
+    };
+    let mut seen = HashSet::new();
+    let groups: Vec<String> = groups
+        .into_iter()
+        .filter(|g| seen.insert(g.clone()))
+        .collect();
+    let mut user = UserInfo::new(name, groups);
+    user.uid = match &config.uid {
+        None => String::new(),
+        Some(Mapping::Claim { claim, .. }) => claims[claim]
+            .as_str()
+            .ok_or_else(|| format!("oidc: claim {claim:?} not present or not a string"))?
+            .to_owned(),
+        Some(Mapping::Expression(expression)) => cel.string(expression)?,
+    };
+    for (key, expression) in &config.extra {
+        let values = cel.strings(expression)?;
+        if !values.is_empty() {
+            user.extra.insert(key.clone(), values);
+        }
+    }
+    if !config.user_rules.is_empty() {
+        let view = serde_json::json!({"username": user.name, "uid": user.uid,
+            "groups": user.groups, "extra": user.extra});
+        let bound = crate::cel::from_json(&view);
+        for (expression, message) in &config.user_rules {
+            let value =
+                crate::cel::evaluate(&expression.program, &[("user", bound.clone())], &cel.budget)
+                    .map_err(|e| {
+                        format!("oidc: error evaluating user validation expression: {e}")
+                    })?;
+            if !crate::cel::as_bool(&value).map_err(|e| e.to_string())? {
                 return Err(format!(
-                    "oidc: claim {claim:?} is not a string or a list of strings"
+                    "oidc: error evaluating user validation expression: {message}"
                 ));
             }
         }
     }
-    let mut user = UserInfo::new(format!("{prefix}{name}"), groups);
-    if let Some(claim) = &config.uid {
-        user.uid = claims[claim]
-            .as_str()
-            .ok_or_else(|| format!("oidc: claim {claim:?} not present or not a string"))?
-            .to_owned();
-    }
     Ok(user)
+}
+
+/// A claim that holds a string or a list of strings, as a list.
+fn strings(value: &Value, claim: &str) -> Result<Vec<String>, String> {
+    match value {
+        Value::Null => Ok(Vec::new()),
+        Value::String(one) => Ok(vec![one.clone()]),
+        Value::Array(list) => list
+            .iter()
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("oidc: claim {claim:?} holds a non-string value"))
+            })
+            .collect(),
+        _ => Err(format!(
+            "oidc: claim {claim:?} is not a string or a list of strings"
+        )),
+    }
+}
+
+/// The claims as CEL sees them, made once per token when an expression
+/// asks, and the budget all of the token's expressions share.
+struct Cel<'a> {
+    claims: &'a Value,
+    bound: Option<crate::cel::Value>,
+    budget: Arc<crate::cel::Budget>,
+}
+
+impl<'a> Cel<'a> {
+    fn new(claims: &'a Value) -> Self {
+        Self {
+            claims,
+            bound: None,
+            budget: crate::cel::Budget::standard(),
+        }
+    }
+
+    fn run(&mut self, expression: &Expression) -> Result<crate::cel::Value, String> {
+        let claims = self
+            .bound
+            .get_or_insert_with(|| crate::cel::from_json(self.claims))
+            .clone();
+        crate::cel::evaluate(&expression.program, &[("claims", claims)], &self.budget)
+            .map_err(|e| format!("oidc: error evaluating {:?}: {e}", expression.source))
+    }
+
+    fn holds(&mut self, expression: &Expression) -> Result<bool, String> {
+        let value = self.run(expression)?;
+        crate::cel::as_bool(&value).map_err(|e| e.to_string())
+    }
+
+    fn string(&mut self, expression: &Expression) -> Result<String, String> {
+        let value = self.run(expression)?;
+        crate::cel::as_string(&value).map_err(|e| e.to_string())
+    }
+
+    /// A string or a list of strings, as a list.
+    fn strings(&mut self, expression: &Expression) -> Result<Vec<String>, String> {
+        let value = self.run(expression)?;
+        let json = crate::cel::to_json(&value).ok_or_else(|| {
+            format!(
+                "oidc: {:?} gave a value that is not JSON",
+                expression.source
+            )
+        })?;
+        strings(&json, &expression.source)
+    }
 }
 
 #[cfg(test)]

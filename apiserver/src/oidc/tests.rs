@@ -34,10 +34,24 @@ fn config() -> IssuerConfig {
         discovery_url: format!("{ISSUER}/.well-known/openid-configuration"),
         certificate_authority: None,
         audiences: vec!["skiff".into()],
-        required_claims: vec![("hd".into(), "example.com".into())],
-        username: ("sub".into(), "oidc:".into()),
-        groups: Some(("groups".into(), "oidc:".into())),
-        uid: Some("sub".into()),
+        claim_rules: vec![ClaimRule::Equals {
+            claim: "hd".into(),
+            value: "example.com".into(),
+        }],
+        username: Mapping::Claim {
+            claim: "sub".into(),
+            prefix: "oidc:".into(),
+        },
+        groups: Some(Mapping::Claim {
+            claim: "groups".into(),
+            prefix: "oidc:".into(),
+        }),
+        uid: Some(Mapping::Claim {
+            claim: "sub".into(),
+            prefix: String::new(),
+        }),
+        extra: Vec::new(),
+        user_rules: Vec::new(),
         algorithms: Vec::new(),
     }
 }
@@ -168,7 +182,10 @@ fn no_token_holds_before_the_keys_are_fetched() {
 fn an_email_name_must_be_verified_when_the_issuer_says() {
     let (key, jwk) = signer("k1");
     let mut by_email = config();
-    by_email.username = ("email".into(), String::new());
+    by_email.username = Mapping::Claim {
+        claim: "email".into(),
+        prefix: String::new(),
+    };
     let oidc = authenticator(by_email, &[jwk]);
     let mut unverified = claims();
     unverified["email"] = json!("alice@example.com");
@@ -179,4 +196,48 @@ fn an_email_name_must_be_verified_when_the_issuer_says() {
         panic!("a verified email names the user");
     };
     assert_eq!(user.name, "alice@example.com");
+}
+
+#[test]
+fn expressions_map_the_user_and_rules_refuse_with_their_message() {
+    let parsed = config::parse(
+        "apiVersion: apiserver.config.k8s.io/v1beta1
+kind: AuthenticationConfiguration
+jwt:
+- issuer: {url: 'https://issuer.example', audiences: [skiff]}
+  claimValidationRules:
+  - {expression: 'claims.email_verified == true', message: 'the email is not verified'}
+  claimMappings:
+    username: {expression: \"'oidc:' + claims.email\"}
+    groups: {expression: \"claims.roles.map(r, 'role:' + r)\"}
+    uid: {expression: 'claims.sub'}
+    extra:
+    - {key: 'example.org/team', valueExpression: 'claims.team'}
+  userValidationRules:
+  - {expression: \"!user.username.startsWith('oidc:root')\", message: 'root may not log in'}
+",
+        &[],
+    )
+    .unwrap();
+    let (key, jwk) = signer("k1");
+    let oidc = authenticator(parsed[0].clone(), &[jwk]);
+    let mut claims = json!({"iss": ISSUER, "aud": "skiff", "sub": "u-1", "email": "alice@example.com",
+        "email_verified": true, "roles": ["dev", "ops"], "team": "blue", "exp": now() + 600});
+    let Verdict::User(user) = oidc.verify(&token(&key, "k1", &claims)) else {
+        panic!("the expressions map the user");
+    };
+    assert_eq!(user.name, "oidc:alice@example.com");
+    assert_eq!(user.uid, "u-1");
+    assert_eq!(
+        user.groups,
+        ["role:dev", "role:ops", "system:authenticated"]
+    );
+    assert_eq!(user.extra["example.org/team"], ["blue"]);
+    claims["email_verified"] = json!(false);
+    assert!(
+        refused(oidc.verify(&token(&key, "k1", &claims))).contains("the email is not verified")
+    );
+    claims["email_verified"] = json!(true);
+    claims["email"] = json!("root@example.com");
+    assert!(refused(oidc.verify(&token(&key, "k1", &claims))).contains("root may not log in"));
 }
