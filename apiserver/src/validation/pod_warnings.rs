@@ -2,8 +2,10 @@
 //! likely wrong (upstream's `GetWarningsForPod`): deprecated node labels in
 //! selectors and affinity, null label selectors that match nothing,
 //! annotations that stopped working, duplicate pull secrets and host
-//! aliases, fractional byte quantities, environment variables that hide an
-//! earlier one, ports declared twice, and a negative grace period. kubectl
+//! aliases, volume items whose paths overlap, template AppArmor annotations
+//! without the field, fractional byte quantities, environment variables
+//! that hide an earlier one, ports declared twice, and a negative grace
+//! period. kubectl
 //! prints each as `Warning: …`; the object is stored as sent.
 //!
 //! Paths are upstream's: `spec.…` for a pod, `spec.template.spec.…` (the
@@ -53,7 +55,8 @@ const DEPRECATED_ANNOTATIONS: &[(&str, &str)] = &[
     ),
 ];
 
-/// Volume sources upstream removed, and since when.
+/// Volume sources upstream removed, and since when (named in the path as
+/// upstream names them: its Go field for `storageos`).
 const REMOVED_VOLUMES: &[(&str, &str)] = &[
     (
         "photonPersistentDisk",
@@ -73,6 +76,7 @@ const NULL_SELECTOR: &str = "a null labelSelector results in matching no pod";
 
 const SECCOMP_POD_ANNOTATION: &str = "seccomp.security.alpha.kubernetes.io/pod";
 const SECCOMP_CONTAINER_ANNOTATION: &str = "container.seccomp.security.alpha.kubernetes.io/";
+const APPARMOR_ANNOTATION: &str = "container.apparmor.security.beta.kubernetes.io/";
 
 fn deprecated_node_label(key: &str) -> Option<&'static str> {
     DEPRECATED_NODE_LABELS
@@ -150,13 +154,19 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
     for (i, volume) in indexed(&spec["volumes"]) {
         for (source, message) in REMOVED_VOLUMES {
             if volume[*source].is_object() {
+                let named = if *source == "storageos" {
+                    "storageOS"
+                } else {
+                    source
+                };
                 out.push(format!(
                     "{}: {message}",
-                    at(&format!("spec.volumes[{i}].{source}"))
+                    at(&format!("spec.volumes[{i}].{named}"))
                 ));
             }
         }
     }
+    overlapping_paths(&spec["volumes"], &mut out);
 
     duplicates(
         &spec["hostAliases"],
@@ -201,6 +211,18 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
             out.push(format!(
                 "{}: non-functional in v1.27+; use the \"seccompProfile\" field instead",
                 at(&format!("metadata.annotations[{key}]"))
+            ));
+        }
+        // A pod's own are settled on create (`kinds/pods/apparmor.rs`).
+        let apparmor = format!("{APPARMOR_ANNOTATION}{name}");
+        if !prefix.is_empty()
+            && spec["securityContext"]["appArmorProfile"].is_null()
+            && container["securityContext"]["appArmorProfile"].is_null()
+            && annotations.get(&apparmor).is_some()
+        {
+            out.push(format!(
+                "{}: deprecated since v1.30; use the \"appArmorProfile\" field instead",
+                at(&format!("metadata.annotations[{apparmor}]"))
             ));
         }
         for list in ["limits", "requests"] {
@@ -251,6 +273,136 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Volume items that would land on the same file or inside one another's
+/// path (upstream's warningsForOverlappingVirtualPaths), per volume and,
+/// for a projected volume, across its sources. A source that projects no
+/// paths is skipped; upstream re-checks the previous source's paths there,
+/// warning of an overlap that is not one.
+fn overlapping_paths(volumes: &Value, out: &mut Vec<String>) {
+    use crate::go_format::go_quote;
+    let paths = |items: &Value| -> Option<Vec<String>> {
+        items.as_array().map(|items| {
+            items
+                .iter()
+                .map(|item| item["path"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+    };
+    let named = |object: &Value, field: &str| go_quote(object[field].as_str().unwrap_or(""));
+    for (_, volume) in indexed(volumes) {
+        let name = go_quote(volume["name"].as_str().unwrap_or(""));
+        let head = |what: String| format!("volume {name} ({what}): overlapping paths");
+        if let Some(found) = paths(&volume["configMap"]["items"]) {
+            let what = format!("ConfigMap {}", named(&volume["configMap"], "name"));
+            overlaps(&found, &head(what), out);
+        }
+        if let Some(found) = paths(&volume["secret"]["items"]) {
+            let what = format!("Secret {}", named(&volume["secret"], "secretName"));
+            overlaps(&found, &head(what), out);
+        }
+        if let Some(found) = paths(&volume["downwardAPI"]["items"]) {
+            overlaps(&found, &head("DownwardAPI".into()), out);
+        }
+        if !volume["projected"].is_object() {
+            continue;
+        }
+        let mut earlier: Vec<String> = Vec::new();
+        for (_, source) in indexed(&volume["projected"]["sources"]) {
+            if source
+                .as_object()
+                .is_none_or(|s| s.values().all(Value::is_null))
+            {
+                out.push(format!("volume {name} (Projected) has no sources provided"));
+                continue;
+            }
+            let bundle = &source["clusterTrustBundle"];
+            let (found, what) = if let Some(found) = paths(&source["configMap"]["items"]) {
+                (
+                    found,
+                    format!(
+                        "Projected ConfigMap {}",
+                        named(&source["configMap"], "name")
+                    ),
+                )
+            } else if let Some(found) = paths(&source["secret"]["items"]) {
+                (
+                    found,
+                    format!("Projected Secret {}", named(&source["secret"], "name")),
+                )
+            } else if let Some(found) = paths(&source["downwardAPI"]["items"]) {
+                (found, "Projected DownwardAPI".to_owned())
+            } else if source["serviceAccountToken"].is_object() {
+                let path = source["serviceAccountToken"]["path"].as_str().unwrap_or("");
+                (
+                    vec![path.to_owned()],
+                    "Projected ServiceAccountToken".to_owned(),
+                )
+            } else if bundle.is_object() {
+                let by = if bundle["name"].is_string() {
+                    "name"
+                } else {
+                    "signerName"
+                };
+                let path = bundle["path"].as_str().unwrap_or("");
+                (
+                    vec![path.to_owned()],
+                    format!("Projected ClusterTrustBundle {}", named(bundle, by)),
+                )
+            } else {
+                continue;
+            };
+            if found.is_empty() {
+                continue;
+            }
+            let head = head(what);
+            overlaps(&found, &head, out);
+            let mut unique: Vec<String> = Vec::new();
+            for path in found {
+                if !unique.contains(&path) {
+                    unique.push(path);
+                }
+            }
+            let mut ordered: Vec<String> = unique.iter().chain(&earlier).cloned().collect();
+            ordered.sort();
+            overlaps(&ordered, &head, out);
+            for path in unique {
+                if !earlier.contains(&path) {
+                    earlier.push(path);
+                }
+            }
+        }
+    }
+}
+
+/// Each path that overlaps one before it: the same, or either a prefix of
+/// the other with a separator added (upstream's test, quirks included:
+/// `a` and `ab` overlap).
+fn overlaps(paths: &[String], head: &str, out: &mut Vec<String>) {
+    use crate::go_format::go_quote;
+    let mut seen: Vec<&str> = Vec::new();
+    for path in paths {
+        let path = path.trim_end_matches('/');
+        let collision = seen.iter().find_map(|item| {
+            let hit = !item.is_empty()
+                && !path.is_empty()
+                && (*item == path
+                    || format!("{item}/").starts_with(path)
+                    || format!("{path}/").starts_with(item));
+            hit.then_some(*item)
+        });
+        if let Some(item) = collision {
+            out.push(format!(
+                "{head}: {} with {}",
+                go_quote(path),
+                go_quote(item)
+            ));
+        }
+        if !seen.contains(&path) {
+            seen.push(path);
+        }
+    }
 }
 
 /// A node selector term's deprecated label keys.
@@ -401,6 +553,48 @@ mod tests {
                 "spec.containers[1].ports[0]: duplicate port definition with spec.containers[0].ports[0]",
                 "spec.terminationGracePeriodSeconds: must be >= 0; negative values are invalid and will be treated as 1",
             ]
+        );
+    }
+
+    #[test]
+    fn volume_items_whose_paths_overlap_are_warned_of() {
+        let pod = json!({"spec": {"volumes": [
+            {"name": "cm", "configMap": {"name": "conf", "items": [
+                {"key": "a", "path": "app"}, {"key": "b", "path": "app/extra"}, {"key": "c", "path": "other"}]}},
+            {"name": "sec", "secret": {"secretName": "s", "items": [
+                {"key": "a", "path": "x/"}, {"key": "b", "path": "x"}]}},
+            {"name": "all", "projected": {"sources": [
+                {"configMap": {"name": "one", "items": [{"key": "k", "path": "token"}]}},
+                {"serviceAccountToken": {"path": "token"}},
+                {}]}}],
+            "containers": [{"name": "c", "image": "i"}]}});
+        assert_eq!(
+            warnings(&pod, ""),
+            [
+                "volume \"cm\" (ConfigMap \"conf\"): overlapping paths: \"app/extra\" with \"app\"",
+                "volume \"sec\" (Secret \"s\"): overlapping paths: \"x\" with \"x\"",
+                "volume \"all\" (Projected ServiceAccountToken): overlapping paths: \"token\" with \"token\"",
+                "volume \"all\" (Projected) has no sources provided",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_templates_apparmor_annotation_without_the_field_is_warned_of() {
+        let template = json!({"metadata": {"annotations": {
+                "container.apparmor.security.beta.kubernetes.io/c": "runtime/default",
+                "container.apparmor.security.beta.kubernetes.io/d": "runtime/default"}},
+            "spec": {"containers": [{"name": "c", "image": "i"},
+                {"name": "d", "image": "i", "securityContext": {"appArmorProfile": {"type": "RuntimeDefault"}}}]}});
+        assert_eq!(
+            warnings(&template, "spec.template"),
+            [
+                "spec.template.metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]: deprecated since v1.30; use the \"appArmorProfile\" field instead"
+            ]
+        );
+        assert!(
+            warnings(&template, "").is_empty(),
+            "a pod's are settled on create"
         );
     }
 
