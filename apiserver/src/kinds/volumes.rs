@@ -23,7 +23,67 @@ named_kind! {
     PersistentVolumes = k8s_openapi::api::core::v1::PersistentVolume;
 }
 
+/// Upstream's warnings of a volume: deprecated annotations, the Recycle
+/// policy, deprecated node labels in its node affinity, removed sources.
+fn volume_warnings(volume: &Value) -> Vec<String> {
+    use crate::validation::pod_warnings;
+    let mut out = Vec::new();
+    let annotations = &volume["metadata"]["annotations"];
+    for (key, message) in [
+        (
+            BETA_CLASS_ANNOTATION,
+            "deprecated since v1.8; use \"storageClassName\" attribute instead",
+        ),
+        (
+            "volume.beta.kubernetes.io/mount-options",
+            "deprecated since v1.31; use \"mountOptions\" attribute instead",
+        ),
+    ] {
+        if annotations.get(key).is_some() {
+            out.push(format!("metadata.annotations[{key}]: {message}"));
+        }
+    }
+    let spec = &volume["spec"];
+    if spec["persistentVolumeReclaimPolicy"] == "Recycle" {
+        out.push(
+            "spec.persistentVolumeReclaimPolicy: The Recycle reclaim policy is deprecated. \
+             Instead, the recommended approach is to use dynamic provisioning."
+                .to_owned(),
+        );
+    }
+    let terms = &spec["nodeAffinity"]["required"]["nodeSelectorTerms"];
+    for (i, term) in crate::object::indexed(terms) {
+        let here = format!("spec.nodeAffinity.required.nodeSelectorTerms[{i}]");
+        pod_warnings::node_term(term, &here, &mut out);
+    }
+    pod_warnings::removed_volume_sources(spec, "spec", &mut out);
+    out
+}
+
+/// Upstream's warnings of a claim: the deprecated class annotation and a
+/// fractional storage request or limit.
+fn claim_warnings(claim: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if claim["metadata"]["annotations"]
+        .get(BETA_CLASS_ANNOTATION)
+        .is_some()
+    {
+        out.push(format!(
+            "metadata.annotations[{BETA_CLASS_ANNOTATION}]: deprecated since v1.8; use \"storageClassName\" attribute instead"
+        ));
+    }
+    crate::validation::pod_warnings::claim_spec(&claim["spec"], "spec", &mut out);
+    out
+}
+
 impl KindStrategy for PersistentVolumes {
+    fn warnings(&self, written: &Written<'_>) -> Vec<String> {
+        if written.status_only() {
+            return Vec::new();
+        }
+        volume_warnings(written.object)
+    }
+
     fn initial_status(&self) -> InitialStatus {
         InitialStatus::Phase("Pending")
     }
@@ -120,6 +180,13 @@ named_kind! {
 }
 
 impl KindStrategy for PersistentVolumeClaims {
+    fn warnings(&self, written: &Written<'_>) -> Vec<String> {
+        if written.status_only() {
+            return Vec::new();
+        }
+        claim_warnings(written.object)
+    }
+
     fn initial_status(&self) -> InitialStatus {
         InitialStatus::Phase("Pending")
     }
@@ -325,5 +392,42 @@ fn capacity(capacity: &Value, errors: &mut Vec<FieldError>) {
                 "must be greater than zero",
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod warning_tests {
+    use super::*;
+
+    #[test]
+    fn volumes_and_claims_are_warned_of_as_upstream_words_it() {
+        let volume = json!({"metadata": {"annotations": {
+                "volume.beta.kubernetes.io/storage-class": "", "volume.beta.kubernetes.io/mount-options": ""}},
+            "spec": {"persistentVolumeReclaimPolicy": "Recycle", "storageos": {"volumeName": "v"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "beta.kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]}}}});
+        assert_eq!(
+            volume_warnings(&volume),
+            [
+                "metadata.annotations[volume.beta.kubernetes.io/storage-class]: deprecated since v1.8; use \"storageClassName\" attribute instead",
+                "metadata.annotations[volume.beta.kubernetes.io/mount-options]: deprecated since v1.31; use \"mountOptions\" attribute instead",
+                "spec.persistentVolumeReclaimPolicy: The Recycle reclaim policy is deprecated. Instead, the recommended approach is to use dynamic provisioning.",
+                "spec.nodeAffinity.required.nodeSelectorTerms[0].matchExpressions[0].key: beta.kubernetes.io/os is deprecated since v1.14; use \"kubernetes.io/os\" instead",
+                "spec.storageOS: deprecated in v1.22, non-functional in v1.25+",
+            ]
+        );
+        let claim = json!({"metadata": {"annotations": {"volume.beta.kubernetes.io/storage-class": "fast"}},
+            "spec": {"resources": {"requests": {"storage": "1.5"}}}});
+        assert_eq!(
+            claim_warnings(&claim),
+            [
+                "metadata.annotations[volume.beta.kubernetes.io/storage-class]: deprecated since v1.8; use \"storageClassName\" attribute instead",
+                "spec.resources.requests[storage]: fractional byte value \"1500m\" is invalid, must be an integer",
+            ]
+        );
+        assert!(
+            claim_warnings(&json!({"spec": {"resources": {"requests": {"storage": "1Gi"}}}}))
+                .is_empty()
+        );
     }
 }

@@ -152,18 +152,12 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
     }
 
     for (i, volume) in indexed(&spec["volumes"]) {
-        for (source, message) in REMOVED_VOLUMES {
-            if volume[*source].is_object() {
-                let named = if *source == "storageos" {
-                    "storageOS"
-                } else {
-                    source
-                };
-                out.push(format!(
-                    "{}: {message}",
-                    at(&format!("spec.volumes[{i}].{named}"))
-                ));
-            }
+        let here = at(&format!("spec.volumes[{i}]"));
+        removed_volume_sources(volume, &here, &mut out);
+        let template = &volume["ephemeral"]["volumeClaimTemplate"];
+        if template.is_object() {
+            let path = format!("{here}.ephemeral.volumeClaimTemplate.spec");
+            claim_spec(&template["spec"], &path, &mut out);
         }
     }
     overlapping_paths(&spec["volumes"], &mut out);
@@ -273,6 +267,35 @@ pub(crate) fn warnings(template: &Value, prefix: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// A claim spec's fractional storage request or limit (upstream's
+/// GetWarningsForPersistentVolumeClaimSpec): for claims, and for the claim
+/// templates of a pod's ephemeral volumes.
+pub(crate) fn claim_spec(spec: &Value, here: &str, out: &mut Vec<String>) {
+    for list in ["requests", "limits"] {
+        fractional_bytes(
+            &spec["resources"][list],
+            "storage",
+            &format!("{here}.resources.{list}"),
+            out,
+        );
+    }
+}
+
+/// The volume sources upstream removed, found in `source` (a pod volume or
+/// a PersistentVolume's spec), each warned of at `here.<source>`.
+pub(crate) fn removed_volume_sources(source: &Value, here: &str, out: &mut Vec<String>) {
+    for (field, message) in REMOVED_VOLUMES {
+        if source[*field].is_object() {
+            let named = if *field == "storageos" {
+                "storageOS"
+            } else {
+                field
+            };
+            out.push(format!("{here}.{named}: {message}"));
+        }
+    }
 }
 
 /// Volume items that would land on the same file or inside one another's
@@ -405,8 +428,9 @@ fn overlaps(paths: &[String], head: &str, out: &mut Vec<String>) {
     }
 }
 
-/// A node selector term's deprecated label keys.
-fn node_term(term: &Value, here: &str, out: &mut Vec<String>) {
+/// A node selector term's deprecated label keys (upstream's
+/// GetWarningsForNodeSelectorTerm, shared with PersistentVolumes).
+pub(crate) fn node_term(term: &Value, here: &str, out: &mut Vec<String>) {
     for (i, expression) in indexed(&term["matchExpressions"]) {
         let key = expression["key"].as_str().unwrap_or("");
         if let Some(message) = deprecated_node_label(key) {
@@ -566,15 +590,23 @@ mod tests {
             {"name": "all", "projected": {"sources": [
                 {"configMap": {"name": "one", "items": [{"key": "k", "path": "token"}]}},
                 {"serviceAccountToken": {"path": "token"}},
-                {}]}}],
+                {}]}},
+            {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                "resources": {"requests": {"storage": "0.5"}}}}}}],
             "containers": [{"name": "c", "image": "i"}]}});
         assert_eq!(
-            warnings(&pod, ""),
+            warnings(&pod, "")[1..],
             [
                 "volume \"cm\" (ConfigMap \"conf\"): overlapping paths: \"app/extra\" with \"app\"",
                 "volume \"sec\" (Secret \"s\"): overlapping paths: \"x\" with \"x\"",
                 "volume \"all\" (Projected ServiceAccountToken): overlapping paths: \"token\" with \"token\"",
                 "volume \"all\" (Projected) has no sources provided",
+            ]
+        );
+        assert_eq!(
+            warnings(&pod, "")[..1],
+            [
+                "spec.volumes[3].ephemeral.volumeClaimTemplate.spec.resources.requests[storage]: fractional byte value \"500m\" is invalid, must be an integer"
             ]
         );
     }
