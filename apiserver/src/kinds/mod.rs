@@ -221,6 +221,22 @@ impl Written<'_> {
     }
 }
 
+/// Upstream's create-time warning for a name that `subject` (its pods'
+/// names, a pod's hostname) takes but that is not a DNS label: the label
+/// rule's messages, as Go prints a `[]string`.
+pub(crate) fn name_warning(object: &Value, subject: &str) -> Option<String> {
+    let name = object["metadata"]["name"].as_str()?;
+    let found = crate::validation::validate_name(crate::validation::NameRule::Label, name, "");
+    if found.is_empty() {
+        return None;
+    }
+    let details: Vec<&str> = found.iter().map(|e| e.detail.as_str()).collect();
+    Some(format!(
+        "metadata.name: this is used in {subject}, which can result in surprising behavior; a DNS label is recommended: [{}]",
+        details.join(" ")
+    ))
+}
+
 /// The pod template at `path` of `object` (null when it has none).
 pub(super) fn template_of<'a>(object: &'a Value, path: &[&str]) -> &'a Value {
     path.iter().fold(object, |v, key| &v[*key])
@@ -275,23 +291,45 @@ pub(crate) trait KindStrategy: fmt::Debug + Send + Sync {
     fn validate(&self, _written: &Written<'_>, _errors: &mut Vec<FieldError>) {}
 
     /// Warnings about a valid object that is likely wrong, which the client
-    /// prints (upstream's WarningsOnCreate and WarningsOnUpdate). By default
-    /// those of the kind's pod template, when it is new or changed.
+    /// prints (upstream's WarningsOnCreate and WarningsOnUpdate). By default:
+    /// on create, a name its pods take that is not a DNS label
+    /// ([`KindStrategy::names_pods`]); the kind's pod template's, when it is
+    /// new or changed; then the kind's own ([`KindStrategy::spec_warnings`]).
     fn warnings(&self, written: &Written<'_>) -> Vec<String> {
-        let Some(template) = self.pod_template() else {
-            return Vec::new();
-        };
         if written.status_only() {
             return Vec::new();
         }
-        let found = template_of(written.object, template);
-        if written
-            .old
-            .is_some_and(|old| template_of(old, template) == found)
-        {
-            return Vec::new();
+        let mut out = Vec::new();
+        if written.old.is_none() && self.names_pods() {
+            out.extend(name_warning(written.object, "Pod names and hostnames"));
         }
-        crate::validation::pod_warnings::warnings(found, &template.join("."))
+        if let Some(template) = self.pod_template() {
+            let found = template_of(written.object, template);
+            if written
+                .old
+                .is_none_or(|old| template_of(old, template) != found)
+            {
+                out.extend(crate::validation::pod_warnings::warnings(
+                    found,
+                    &template.join("."),
+                ));
+            }
+        }
+        out.extend(self.spec_warnings(written));
+        out
+    }
+
+    /// Whether the object's name becomes part of its pods' names and
+    /// hostnames (a Deployment's, a Job's), so a name that is not a DNS
+    /// label is warned of when it is created.
+    fn names_pods(&self) -> bool {
+        false
+    }
+
+    /// Warnings about the kind's own spec beyond its pod template, on every
+    /// write but a status write.
+    fn spec_warnings(&self, _written: &Written<'_>) -> Vec<String> {
+        Vec::new()
     }
 
     /// Carries from `old` into `new` what an update of the main resource may

@@ -85,6 +85,11 @@ pub(crate) struct AppsWorkload {
     update: fn(&Value, &Value, &mut Vec<FieldError>),
     /// The checks of the kind's own `spec` fields (how it rolls out).
     spec_checks: fn(&Value, &mut Vec<FieldError>),
+    /// Whether its name is part of its pods' names (see
+    /// [`KindStrategy::names_pods`]).
+    names_pods: bool,
+    /// Warnings of its own spec beyond the template.
+    spec_warnings: fn(&Written<'_>) -> Vec<String>,
 }
 
 /// The selector rule of Deployments and ReplicaSets (whose empty selector
@@ -98,6 +103,14 @@ const DEPLOYMENT_SELECTOR: checks::SelectorRule = checks::SelectorRule {
 impl KindStrategy for AppsWorkload {
     fn pod_template(&self) -> Option<&'static [&'static str]> {
         Some(SPEC_TEMPLATE)
+    }
+
+    fn names_pods(&self) -> bool {
+        self.names_pods
+    }
+
+    fn spec_warnings(&self, written: &Written<'_>) -> Vec<String> {
+        (self.spec_warnings)(written)
     }
 
     fn apply_spec_defaults(&self, _info: &ResourceInfo, spec: &mut Value) {
@@ -140,6 +153,8 @@ pub(crate) static DEPLOYMENTS: AppsWorkload = AppsWorkload {
     selector: DEPLOYMENT_SELECTOR,
     update: checks::selector_unchanged,
     spec_checks: rollouts::deployment,
+    names_pods: true,
+    spec_warnings: |_| Vec::new(),
 };
 
 fn deployment_defaults(spec: &mut Value) {
@@ -158,6 +173,8 @@ pub(crate) static REPLICA_SETS: AppsWorkload = AppsWorkload {
     selector: DEPLOYMENT_SELECTOR,
     update: checks::selector_unchanged,
     spec_checks: |_, _| {},
+    names_pods: true,
+    spec_warnings: |_| Vec::new(),
 };
 
 /// Core `replicationcontrollers`: a map selector instead of a label selector.
@@ -167,6 +184,10 @@ pub(crate) struct ReplicationControllers;
 impl KindStrategy for ReplicationControllers {
     fn pod_template(&self) -> Option<&'static [&'static str]> {
         Some(SPEC_TEMPLATE)
+    }
+
+    fn names_pods(&self) -> bool {
+        true
     }
 
     /// Besides the replica and pod-spec defaults, a controller without a
@@ -214,7 +235,32 @@ pub(crate) static STATEFUL_SETS: AppsWorkload = AppsWorkload {
     },
     update: checks::stateful_set_update,
     spec_checks: rollouts::stateful_set,
+    names_pods: false,
+    spec_warnings: stateful_set_warnings,
 };
+
+/// A StatefulSet's own warnings: its claim templates' fractional storage
+/// (under upstream's paths, which differ between create and update) and a
+/// negative history limit.
+fn stateful_set_warnings(written: &Written<'_>) -> Vec<String> {
+    let spec = &written.object["spec"];
+    let mut out = Vec::new();
+    for (i, claim) in crate::object::indexed(&spec["volumeClaimTemplates"]) {
+        let here = if written.old.is_some() {
+            format!("spec.volumeClaimTemplates[{i}].Spec")
+        } else {
+            format!("spec.volumeClaimTemplates[{i}]")
+        };
+        crate::validation::pod_warnings::claim_spec(&claim["spec"], &here, &mut out);
+    }
+    if spec["revisionHistoryLimit"].as_i64().is_some_and(|l| l < 0) {
+        out.push(
+            "spec.revisionHistoryLimit: a negative value retains all historical revisions; a value >= 0 is recommended"
+                .to_owned(),
+        );
+    }
+    out
+}
 
 fn stateful_set_defaults(spec: &mut Value) {
     set_default(spec, "replicas", json!(1));
@@ -259,6 +305,8 @@ pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
     },
     update: checks::selector_unchanged,
     spec_checks: rollouts::daemon_set,
+    names_pods: false,
+    spec_warnings: |_| Vec::new(),
 };
 
 /// `batch/v1` jobs.
@@ -268,6 +316,10 @@ pub(crate) struct Jobs;
 impl KindStrategy for Jobs {
     fn pod_template(&self) -> Option<&'static [&'static str]> {
         Some(SPEC_TEMPLATE)
+    }
+
+    fn names_pods(&self) -> bool {
+        true
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {

@@ -1,7 +1,8 @@
 //! How Deployments, DaemonSets and StatefulSets roll out, checked as
 //! upstream's apps validation checks them: the strategy's type, the
 //! surge and unavailability bounds (integers or percentages), and the
-//! counters beside them (`minReadySeconds`, `revisionHistoryLimit`,
+//! counters beside them (`minReadySeconds`, `revisionHistoryLimit` but for
+//! StatefulSets, a StatefulSet's `ordinals.start`,
 //! `progressDeadlineSeconds`, a StatefulSet's `partition`).
 
 use serde_json::Value;
@@ -104,11 +105,13 @@ pub(crate) fn daemon_set(spec: &Value, errors: &mut Vec<FieldError>) {
 }
 
 /// A StatefulSet's `spec`: its update strategy, pod management policy,
-/// claim retention policy and counters.
+/// claim retention policy and counters. Unlike the other workloads', its
+/// `revisionHistoryLimit` may be negative (keep every revision): upstream
+/// stores it and warns (`kinds::workloads`).
 pub(crate) fn stateful_set(spec: &Value, errors: &mut Vec<FieldError>) {
-    for field in ["minReadySeconds", "revisionHistoryLimit"] {
-        non_negative(spec, field, errors);
-    }
+    non_negative(spec, "minReadySeconds", errors);
+    // Upstream's path names the field as one segment.
+    super::non_negative_at(&spec["ordinals"], "spec.ordinals", "start", errors);
     if let Some(policy) = spec["podManagementPolicy"].as_str()
         && !matches!(policy, "OrderedReady" | "Parallel")
     {

@@ -1585,6 +1585,60 @@ async fn service_addresses_are_checked_and_odd_forms_warned_of() {
     assert_eq!(created.body["spec"]["externalIPs"], json!(["192.0.2.10"]));
 }
 
+/// A name its pods take (a pod's hostname, a Deployment's or Job's pod
+/// names) that is a valid subdomain but not a DNS label is warned of on
+/// create, as is a StatefulSet's fractional claim template storage and
+/// negative history limit.
+#[tokio::test]
+async fn names_pods_take_and_stateful_set_specs_are_warned_of() {
+    use crate::harness::created_answer;
+    let s = TestServer::new().await;
+    let label_rule = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+    let pod = created_answer(
+        &s,
+        "/api/v1/namespaces/default/pods",
+        json!({"metadata": {"name": "web.v1"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}),
+    )
+    .await;
+    assert_eq!(
+        pod.warnings,
+        [format!(
+            "metadata.name: this is used in the Pod's hostname, which can result in surprising behavior; a DNS label is recommended: [{label_rule}]"
+        )]
+    );
+    let template = json!({"metadata": {"labels": {"app": "a"}},
+        "spec": {"containers": [{"name": "c", "image": "i"}]}});
+    let deployment = created_answer(
+        &s,
+        "/apis/apps/v1/namespaces/default/deployments",
+        json!({"metadata": {"name": "web.v1"}, "spec": {"selector": {"matchLabels": {"app": "a"}},
+            "template": template.clone()}}),
+    )
+    .await;
+    assert_eq!(
+        deployment.warnings,
+        [format!(
+            "metadata.name: this is used in Pod names and hostnames, which can result in surprising behavior; a DNS label is recommended: [{label_rule}]"
+        )]
+    );
+    let stateful = created_answer(
+        &s,
+        "/apis/apps/v1/namespaces/default/statefulsets",
+        json!({"metadata": {"name": "db"}, "spec": {"selector": {"matchLabels": {"app": "a"}},
+            "serviceName": "db", "revisionHistoryLimit": -1, "template": template,
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1.5"}}}}]}}),
+    )
+    .await;
+    assert_eq!(
+        stateful.warnings,
+        [
+            "spec.volumeClaimTemplates[0].resources.requests[storage]: fractional byte value \"1500m\" is invalid, must be an integer",
+            "spec.revisionHistoryLimit: a negative value retains all historical revisions; a value >= 0 is recommended",
+        ]
+    );
+}
+
 /// A pod or pod template that is valid but likely wrong is stored with
 /// upstream's warnings (kubectl prints them); a pod's updates and a
 /// workload's status writes give none, and a workload warns again only when

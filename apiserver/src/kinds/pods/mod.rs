@@ -108,7 +108,13 @@ impl KindStrategy for Pods {
         if written.old.is_some() {
             return Vec::new();
         }
-        crate::validation::pod_warnings::warnings(written.object, "")
+        let name = super::name_warning(written.object, "the Pod's hostname");
+        name.into_iter()
+            .chain(crate::validation::pod_warnings::warnings(
+                written.object,
+                "",
+            ))
+            .collect()
     }
 
     /// A main-resource update keeps the ephemeral containers: they are
