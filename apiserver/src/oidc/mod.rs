@@ -144,6 +144,8 @@ fn verified_claims(config: &IssuerConfig, keys: &IssuerKeys, token: &str) -> Res
     }
     let mut validation = Validation::new(header.alg);
     validation.leeway = 0;
+    // A token made for later is not good yet (go-oidc checks `nbf` too).
+    validation.validate_nbf = true;
     validation.set_issuer(&[&config.url]);
     validation.set_audience(&config.audiences);
     validation.set_required_spec_claims(&["exp", "iss", "aud"]);

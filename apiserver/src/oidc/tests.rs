@@ -110,6 +110,10 @@ fn forged_expired_and_misdirected_tokens_are_refused() {
     let mut expired = claims();
     expired["exp"] = json!(now() - 5);
     assert!(refused(oidc.verify(&token(&key, "k1", &expired))).contains("ExpiredSignature"));
+    // Not valid yet.
+    let mut early = claims();
+    early["nbf"] = json!(now() + 300);
+    assert!(refused(oidc.verify(&token(&key, "k1", &early))).contains("ImmatureSignature"));
     // No expiry at all.
     let mut forever = claims();
     forever.as_object_mut().unwrap().remove("exp");
