@@ -313,13 +313,60 @@ pub(crate) static DAEMON_SETS: AppsWorkload = AppsWorkload {
 #[derive(Debug)]
 pub(crate) struct Jobs;
 
+/// Upstream's warnings of a Job spec at `path` (a Job's `spec`, a
+/// CronJob's `spec.jobTemplate.spec`): an Indexed Job too large to track
+/// its failed indexes, then its pod template's when new or changed.
+fn job_spec_warnings(job: &Value, old: Option<&Value>, path: &[&str]) -> Vec<String> {
+    const MANY_COMPLETIONS: i64 = 100_000;
+    const MANY_PARALLEL: i64 = 10_000;
+    let spec = super::template_of(job, path);
+    let mut out = Vec::new();
+    let count = |field: &str| spec[field].as_i64().unwrap_or(0);
+    if spec["completionMode"] == "Indexed"
+        && count("completions") > MANY_COMPLETIONS
+        && count("parallelism") > MANY_PARALLEL
+    {
+        out.push(format!(
+            "{}: In Indexed Jobs with a number of completions higher than 10^5 and a parallelism higher than 10^4, Kubernetes might not be able to track completedIndexes when a big number of indexes fail",
+            path.join(".")
+        ));
+    }
+    let template = &spec["template"];
+    if old.is_none_or(|old| &super::template_of(old, path)["template"] != template) {
+        let at = format!("{}.template", path.join("."));
+        out.extend(crate::validation::pod_warnings::warnings(template, &at));
+    }
+    out
+}
+
+/// A Job's or CronJob's warnings: on create its name (its pods take it)
+/// and its job spec's; on an update that changes the spec, the job spec's.
+fn job_warnings(written: &Written<'_>, path: &[&str]) -> Vec<String> {
+    if written.status_only() {
+        return Vec::new();
+    }
+    let Written { object, old, .. } = *written;
+    let mut out = Vec::new();
+    match old {
+        None => {
+            out.extend(super::name_warning(object, "Pod names and hostnames"));
+            out.extend(job_spec_warnings(object, None, path));
+        }
+        Some(old) if old["spec"] != object["spec"] => {
+            out.extend(job_spec_warnings(object, Some(old), path));
+        }
+        Some(_) => {}
+    }
+    out
+}
+
 impl KindStrategy for Jobs {
     fn pod_template(&self) -> Option<&'static [&'static str]> {
         Some(SPEC_TEMPLATE)
     }
 
-    fn names_pods(&self) -> bool {
-        true
+    fn warnings(&self, written: &Written<'_>) -> Vec<String> {
+        job_warnings(written, &["spec"])
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {
@@ -502,6 +549,21 @@ const CRON_JOB_TEMPLATE: &[&str] = &["spec", "jobTemplate", "spec", "template"];
 impl KindStrategy for CronJobs {
     fn pod_template(&self) -> Option<&'static [&'static str]> {
         Some(CRON_JOB_TEMPLATE)
+    }
+
+    /// A Job's warnings for its job template, and on update a schedule
+    /// still naming its time zone (which only an update may keep).
+    fn warnings(&self, written: &Written<'_>) -> Vec<String> {
+        let mut out = job_warnings(written, &["spec", "jobTemplate", "spec"]);
+        let schedule = written.object["spec"]["schedule"].as_str().unwrap_or("");
+        if written.old.is_some() && !written.status_only() && schedule.contains("TZ") {
+            // Upstream names the field `spec.spec.schedule` here.
+            out.push(
+                "cannot use TZ or CRON_TZ in spec.spec.schedule, use timeZone instead, see https://kubernetes.io/docs/concepts/workloads/controllers/cron-jobs/ for more details"
+                    .to_owned(),
+            );
+        }
+        out
     }
 
     fn validate(&self, written: &Written<'_>, errors: &mut Vec<FieldError>) {

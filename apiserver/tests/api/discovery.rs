@@ -44,23 +44,28 @@ async fn health_checks_are_listed_excluded_and_asked_one_at_a_time() {
     };
     assert_eq!(
         text(s.get("/readyz?verbose").await),
-        "[+]ping ok\n[+]store ok\n[+]shutdown ok\nreadyz check passed\n"
+        "[+]ping ok\n[+]etcd ok\n[+]etcd-readiness ok\n[+]shutdown ok\nreadyz check passed\n"
     );
     assert_eq!(
         text(s.get("/livez?verbose").await),
         "[+]ping ok\nlivez check passed\n"
     );
     assert_eq!(
-        text(s.get("/readyz?verbose&exclude=store&exclude=nosuch").await),
-        "[+]ping ok\n[+]store excluded: ok\n[+]shutdown ok\n\
+        text(s.get("/readyz?verbose&exclude=etcd&exclude=nosuch").await),
+        "[+]ping ok\n[+]etcd excluded: ok\n[+]etcd-readiness ok\n[+]shutdown ok\n\
          warn: some health checks cannot be excluded: no matches for \"nosuch\"\n\
          readyz check passed\n"
     );
-    for path in ["/healthz/store", "/livez/ping", "/readyz/shutdown"] {
+    for path in [
+        "/healthz/etcd",
+        "/livez/ping",
+        "/readyz/shutdown",
+        "/readyz/etcd-readiness",
+    ] {
         assert_eq!(text(s.get(path).await), "ok", "{path}");
     }
     // Liveness has no store check, and unknown checks are not found.
-    for path in ["/livez/store", "/readyz/nosuch"] {
+    for path in ["/livez/etcd", "/readyz/store", "/readyz/nosuch"] {
         assert_eq!(s.get(path).await.0, StatusCode::NOT_FOUND, "{path}");
     }
 }

@@ -1621,6 +1621,23 @@ async fn names_pods_take_and_stateful_set_specs_are_warned_of() {
             "metadata.name: this is used in Pod names and hostnames, which can result in surprising behavior; a DNS label is recommended: [{label_rule}]"
         )]
     );
+    let job = created_answer(
+        &s,
+        "/apis/batch/v1/namespaces/default/jobs",
+        json!({"metadata": {"name": "run.1"}, "spec": {"completionMode": "Indexed",
+            "completions": 200000, "parallelism": 20000,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}}}}),
+    )
+    .await;
+    assert_eq!(
+        job.warnings,
+        [
+            format!(
+                "metadata.name: this is used in Pod names and hostnames, which can result in surprising behavior; a DNS label is recommended: [{label_rule}]"
+            ),
+            "spec: In Indexed Jobs with a number of completions higher than 10^5 and a parallelism higher than 10^4, Kubernetes might not be able to track completedIndexes when a big number of indexes fail".to_owned(),
+        ]
+    );
     let stateful = created_answer(
         &s,
         "/apis/apps/v1/namespaces/default/statefulsets",

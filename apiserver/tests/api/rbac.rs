@@ -356,7 +356,7 @@ async fn anonymous_requests_reach_public_information_only() {
         "/api/v1/namespaces/default/secrets",
         "/api/v1/namespaces/default/secrets/missing",
         // A single check tells its reason, so it is for monitoring only.
-        "/readyz/store",
+        "/readyz/etcd",
         "/livez/ping",
     ] {
         s.get_as(&anonymous, path)
