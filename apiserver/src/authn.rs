@@ -392,7 +392,7 @@ mod tests {
             .expect("one cert")
             .expect("pem");
         let user = user_from_certificate(&der).expect("user");
-        assert_eq!(user.name, "admin");
+        assert_eq!(user.name, crate::tls::ADMIN_USER);
         assert!(user.groups.contains(&"system:masters".to_string()));
     }
 }

@@ -227,9 +227,12 @@ async fn claim_owners(client: &Client, name: &str) -> Option<Vec<String>> {
     )
 }
 
-/// Waits until claim `name` is gone (`what` says why it should be).
+/// Waits until claim `name` is gone (`what` says why it should be). Three
+/// controllers act in turn (the set's hands the claim to its pod or leaves
+/// it to the set, the garbage collector deletes it, claim protection lets
+/// it go), so this waits three times as long as one controller's step.
 async fn claim_gone(client: &Client, name: &str, what: &str) {
-    eventually(WAIT, what, || async {
+    eventually(WAIT * 3, what, || async {
         claim_owners(client, name).await.is_none().then_some(())
     })
     .await;
