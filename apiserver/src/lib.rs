@@ -49,6 +49,7 @@ mod metrics;
 mod object;
 pub mod oidc;
 pub(crate) mod openapi;
+mod outbound;
 pub mod patch;
 pub mod peer_endpoints;
 pub mod protobuf;

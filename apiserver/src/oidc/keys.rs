@@ -10,14 +10,11 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use http::header;
-use hyper_util::rt::TokioIo;
 use jsonwebtoken::jwk::JwkSet;
 use parking_lot::RwLock;
-use rustls::pki_types::ServerName;
 use tokio::sync::Notify;
 
 use super::config::IssuerConfig;
-use crate::handlers::streaming::proxy::handshake;
 
 /// How often keys are fetched again when nothing asks sooner.
 const REFRESH: Duration = Duration::from_secs(3600);
@@ -140,27 +137,17 @@ async fn get_unbounded(url: &str, roots: &Arc<rustls::RootCertStore>) -> Result<
     if uri.scheme_str() != Some("https") {
         return Err("only https URLs are fetched".into());
     }
-    let host = uri.host().ok_or("no host")?.to_owned();
+    let host = uri
+        .host()
+        .ok_or("no host")?
+        .trim_matches(['[', ']'])
+        .to_owned();
     let port = uri.port_u16().unwrap_or(443);
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots.clone())
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let server_name = ServerName::try_from(host.trim_matches(['[', ']']).to_owned())
-        .map_err(|e| format!("invalid server name {host:?}: {e}"))?;
-    let tcp = tokio::net::TcpStream::connect((host.trim_matches(['[', ']']), port))
-        .await
-        .map_err(|e| format!("dial tcp {host}:{port}: {e}"))?;
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(server_name, tcp)
-        .await
-        .map_err(|e| format!("tls: {e}"))?;
-    let mut sender = handshake(TokioIo::new(tls), false, "oidc issuer")
-        .await
-        .map_err(|e| e.to_string())?;
+    let dial = if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    };
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let request = http::Request::builder()
         .method(http::Method::GET)
@@ -173,14 +160,15 @@ async fn get_unbounded(url: &str, roots: &Arc<rustls::RootCertStore>) -> Result<
         .header(header::USER_AGENT, "skiff-apiserver")
         .body(Body::empty())
         .map_err(|e| e.to_string())?;
-    let answer = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = answer.status();
-    let bytes = axum::body::to_bytes(Body::new(answer.into_body()), MAX_BODY)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (status, bytes) = crate::outbound::exchange(
+        roots.clone(),
+        &dial,
+        &host,
+        request,
+        "oidc issuer",
+        MAX_BODY,
+    )
+    .await?;
     if !status.is_success() {
         return Err(format!(
             "{}: {}",

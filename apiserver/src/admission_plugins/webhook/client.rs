@@ -1,6 +1,6 @@
 //! The HTTPS call to a webhook: one POST of the review over a fresh TLS
-//! connection (rustls, HTTP/1.1), the whole exchange bounded by the hook's
-//! timeout. The server is trusted when its certificate chains to the hook's
+//! connection ([`crate::outbound`]), the whole exchange bounded by the
+//! hook's timeout. The server is trusted when its certificate chains to the hook's
 //! `caBundle`, or — without one — to the system roots or the cluster CA,
 //! and names the host dialed (or `<service>.<namespace>.svc`). The API
 //! server presents no client certificate and forwards nothing of the
@@ -11,11 +11,9 @@ use std::time::Duration;
 
 use axum::body::Body;
 use http::header;
-use hyper_util::rt::TokioIo;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::CertificateDer;
 
 use super::target::Target;
-use crate::handlers::streaming::proxy::handshake;
 
 /// Largest answer read from a webhook.
 const MAX_RESPONSE_BYTES: usize = 10 * 1024 * 1024;
@@ -94,26 +92,6 @@ async fn exchange(
     body: Vec<u8>,
 ) -> Result<Vec<u8>, String> {
     let roots = trust.roots(ca_bundle)?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    let server_name = ServerName::try_from(target.server_name.clone())
-        .map_err(|e| format!("invalid server name {:?}: {e}", target.server_name))?;
-    let tcp = tokio::net::TcpStream::connect(&target.dial)
-        .await
-        .map_err(|e| dial_error(&target.dial, &e))?;
-    let _ = tcp.set_nodelay(true);
-    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(server_name, tcp)
-        .await
-        .map_err(|e| format!("tls: {e}"))?;
-    let mut sender = handshake(TokioIo::new(tls), false, "webhook")
-        .await
-        .map_err(|e| e.to_string())?;
     let request = http::Request::builder()
         .method(http::Method::POST)
         .uri(&target.path)
@@ -123,14 +101,15 @@ async fn exchange(
         .header(header::USER_AGENT, "skiff-apiserver")
         .body(Body::from(body))
         .map_err(|e| e.to_string())?;
-    let answer = sender
-        .send_request(request)
-        .await
-        .map_err(|e| e.to_string())?;
-    let status = answer.status();
-    let bytes = axum::body::to_bytes(Body::new(answer.into_body()), MAX_RESPONSE_BYTES)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (status, bytes) = crate::outbound::exchange(
+        roots,
+        &target.dial,
+        &target.server_name,
+        request,
+        "webhook",
+        MAX_RESPONSE_BYTES,
+    )
+    .await?;
     if !status.is_success() {
         let text = String::from_utf8_lossy(&bytes);
         return Err(format!(
@@ -140,17 +119,6 @@ async fn exchange(
         ));
     }
     Ok(bytes.to_vec())
-}
-
-/// A failed connect in Go's words (`dial tcp <addr>: connect: connection
-/// refused`), which is what users search for.
-fn dial_error(address: &str, error: &std::io::Error) -> String {
-    let reason = match error.kind() {
-        std::io::ErrorKind::ConnectionRefused => "connect: connection refused".to_string(),
-        std::io::ErrorKind::TimedOut => "i/o timeout".to_string(),
-        _ => error.to_string(),
-    };
-    format!("dial tcp {address}: {reason}")
 }
 
 #[cfg(test)]
@@ -163,15 +131,6 @@ mod tests {
         assert_eq!(
             trust.roots(Some(b"junk")).unwrap_err(),
             "unable to load root certificates: no certificates found in caBundle"
-        );
-    }
-
-    #[test]
-    fn refused_connections_read_as_go_prints_them() {
-        let error = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-        assert_eq!(
-            dial_error("127.0.0.1:9", &error),
-            "dial tcp 127.0.0.1:9: connect: connection refused"
         );
     }
 }
