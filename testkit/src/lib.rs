@@ -8,7 +8,7 @@
 //! The suites that start containerd clean the host up after it with [`host`];
 //! fake binaries for a component to run are written by [`write_executable`].
 //! Fake TLS servers (webhooks, extension API servers, kubelets) get their
-//! certificates from [`pki`] (and webhooks their answers' envelope from
+//! certificates from [`pki`] (a fake OpenID Connect issuer its signing key; webhooks their answers' envelope from
 //! [`admission`]); [`https`] serves a test's handler over HTTPS; the Pod Security tests at every layer try
 //! the pod of [`pod_security`]. The full-disk tests fill a [`tmpfs`];
 //! the JSON the API serves is read with [`json`].

@@ -83,3 +83,15 @@ impl Default for TestCa {
         Self::new()
     }
 }
+
+/// A P-256 signing key of a fake OpenID Connect issuer: the key as PKCS#8
+/// PEM (what a JWT library signs with) and its public half as the JWK
+/// named `kid` the issuer publishes.
+pub fn jwt_signing_key(kid: &str) -> (String, serde_json::Value) {
+    let key = KeyPair::generate().expect("a P-256 key");
+    let point = key.public_key_raw();
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let jwk = serde_json::json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256",
+        "use": "sig", "x": b64(&point[1..33]), "y": b64(&point[33..65])});
+    (key.serialize_pem(), jwk)
+}

@@ -12,13 +12,8 @@ const ISSUER: &str = "https://issuer.example";
 
 /// A P-256 signing key, and its public half as a JWK named `kid`.
 fn signer(kid: &str) -> (EncodingKey, Value) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let encoding = EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).unwrap();
-    let point = key.public_key_raw();
-    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-    let jwk = json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
-        "x": b64(&point[1..33]), "y": b64(&point[33..65])});
-    (encoding, jwk)
+    let (pem, jwk) = skiff_testkit::pki::jwt_signing_key(kid);
+    (EncodingKey::from_ec_pem(pem.as_bytes()).unwrap(), jwk)
 }
 
 fn now() -> u64 {

@@ -8,7 +8,6 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use base64::Engine;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 use skiff_testkit::pki::TestCa;
@@ -17,13 +16,8 @@ use super::support::{Server, assert_contains, eventually};
 
 /// A P-256 key and its public half as a JWK named `kid`.
 fn signing_key(kid: &str) -> (EncodingKey, Value) {
-    let key = rcgen::KeyPair::generate().unwrap();
-    let encoding = EncodingKey::from_ec_pem(key.serialize_pem().as_bytes()).unwrap();
-    let point = key.public_key_raw();
-    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
-    let jwk = json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig",
-        "x": b64(&point[1..33]), "y": b64(&point[33..65])});
-    (encoding, jwk)
+    let (pem, jwk) = skiff_testkit::pki::jwt_signing_key(kid);
+    (EncodingKey::from_ec_pem(pem.as_bytes()).unwrap(), jwk)
 }
 
 /// Serves the issuer's discovery document and `jwk` as its key set;
