@@ -357,13 +357,22 @@ fn agents_join_by_token_and_cannot_take_another_nodes_name() {
         // `--node-taint` (a list in the config file): the node came with
         // its taint, once (not again at the restart), and a pod
         // that does not tolerate it is not placed there.
-        let taints =
-            json(&server.kubectl_ok(&["get", "node", node, "-o", "json"]))["spec"]["taints"]
-                .clone();
-        assert_eq!(
-            taints,
-            serde_json::json!([{"key": "dedicated", "value": "edge", "effect": "NoSchedule"}])
-        );
+        // The restarted agent may report NotReady for a moment, and the
+        // node lifecycle controller taints it `not-ready` until it is Ready
+        // again: wait for that to clear rather than read the moment.
+        let want =
+            serde_json::json!([{"key": "dedicated", "value": "edge", "effect": "NoSchedule"}]);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let taints =
+                json(&server.kubectl_ok(&["get", "node", node, "-o", "json"]))["spec"]["taints"]
+                    .clone();
+            if taints == want {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "taints: {taints}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
         server.kubectl_ok(&[
             "run",
             "intolerant",
