@@ -5,8 +5,10 @@
 //! ([`crate::bootstrap_tokens`]), from OpenID Connect issuers' JWTs
 //! ([`crate::oidc`]), or — for in-process clients — from a
 //! [`UserInfo`] the process itself attaches, which no network request can set.
+//! A request with none of these is `system:anonymous` when [`AnonymousAuth`]
+//! lets it be, and refused (401) when not.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -98,6 +100,42 @@ pub enum AuthnError {
     },
 }
 
+/// Which requests that present no credentials go on as `system:anonymous`
+/// (for authorization to judge) rather than being refused outright:
+/// kube-apiserver's `--anonymous-auth`, or the `anonymous` section of its
+/// authentication configuration file.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub enum AnonymousAuth {
+    /// All of them (upstream's default; the default policy opens health and
+    /// version checks to them, nothing else).
+    #[default]
+    Enabled,
+    /// Only requests for exactly these paths (the file's `conditions`).
+    Paths(BTreeSet<String>),
+    /// None: a request without credentials is 401 whatever it asks for.
+    Disabled,
+}
+
+/// Paths a request without credentials always reaches, whatever
+/// [`AnonymousAuth`] says: k3s serves them from its supervisor, outside the
+/// API server's anonymous setting, because a joining agent has no
+/// credentials yet when it fetches the cluster CA to check its token against.
+const ALWAYS_ANONYMOUS: &[&str] = &["/cacerts"];
+
+impl AnonymousAuth {
+    /// Whether a request for `path` without credentials may go on.
+    pub fn allows(&self, path: &str) -> bool {
+        if ALWAYS_ANONYMOUS.contains(&path) {
+            return true;
+        }
+        match self {
+            Self::Enabled => true,
+            Self::Paths(paths) => paths.contains(path),
+            Self::Disabled => false,
+        }
+    }
+}
+
 /// Decides the identity of network requests.
 #[derive(Debug, Default, Clone)]
 pub struct Authenticator {
@@ -105,6 +143,7 @@ pub struct Authenticator {
     service_accounts: Option<crate::tokens::ServiceAccountTokens>,
     bootstrap: Option<crate::bootstrap_tokens::BootstrapTokens>,
     oidc: Option<std::sync::Arc<crate::oidc::OidcAuthenticator>>,
+    anonymous: AnonymousAuth,
 }
 
 /// The outcome of authenticating one request.
@@ -112,9 +151,11 @@ pub struct Authenticator {
 pub enum Authenticated {
     /// Credentials or a client certificate named this user.
     User(UserInfo),
-    /// No credentials were presented.
+    /// No credentials were presented, and anonymous requests are let in
+    /// for the path asked for.
     Anonymous,
-    /// Credentials were presented and are wrong: always 401.
+    /// Credentials were presented and are wrong, or none were and anonymous
+    /// requests are not let in: always 401.
     Rejected,
 }
 
@@ -164,6 +205,7 @@ impl Authenticator {
             service_accounts: None,
             bootstrap: None,
             oidc: None,
+            anonymous: AnonymousAuth::default(),
         })
     }
 
@@ -191,6 +233,13 @@ impl Authenticator {
         self
     }
 
+    /// Lets requests without credentials in as `anonymous` says (all of them
+    /// unless this is called).
+    pub fn with_anonymous(mut self, anonymous: AnonymousAuth) -> Self {
+        self.anonymous = anonymous;
+        self
+    }
+
     /// Creates the token file with one admin token when it does not exist yet,
     /// and returns the authenticator it describes.
     pub fn load_or_create_token_file(path: &Path) -> Result<Self, AuthnError> {
@@ -213,9 +262,15 @@ impl Authenticator {
         Self::from_token_file(path)
     }
 
-    /// Authenticates a request from its headers and the identity its TLS
-    /// connection proved, if any. A bearer token, when present, decides alone.
-    pub fn authenticate(&self, headers: &HeaderMap, peer: Option<&UserInfo>) -> Authenticated {
+    /// Authenticates a request for `path` from its headers and the identity
+    /// its TLS connection proved, if any. A bearer token, when present,
+    /// decides alone.
+    pub fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        path: &str,
+        peer: Option<&UserInfo>,
+    ) -> Authenticated {
         if let Some(value) = headers.get(header::AUTHORIZATION) {
             let token = value
                 .to_str()
@@ -233,7 +288,8 @@ impl Authenticator {
         }
         match peer {
             Some(user) => Authenticated::User(user.clone()),
-            None => Authenticated::Anonymous,
+            None if self.anonymous.allows(path) => Authenticated::Anonymous,
+            None => Authenticated::Rejected,
         }
     }
 
@@ -345,7 +401,8 @@ mod tests {
     fn token_file_lines_give_users_and_groups() {
         let authn =
             from_token_text("# comment\nabc,alice,u1,\"dev,ops\"\nxyz,bob,u2\n").expect("parse");
-        let Authenticated::User(alice) = authn.authenticate(&headers(Some("Bearer abc")), None)
+        let Authenticated::User(alice) =
+            authn.authenticate(&headers(Some("Bearer abc")), "/api", None)
         else {
             panic!("alice not authenticated");
         };
@@ -353,12 +410,40 @@ mod tests {
         assert_eq!(alice.uid, "u1");
         assert_eq!(alice.groups, vec!["dev", "ops", "system:authenticated"]);
         assert_eq!(
-            authn.authenticate(&headers(Some("Bearer nope")), None),
+            authn.authenticate(&headers(Some("Bearer nope")), "/api", None),
             Authenticated::Rejected
         );
         assert_eq!(
-            authn.authenticate(&headers(None), None),
+            authn.authenticate(&headers(None), "/api", None),
             Authenticated::Anonymous
+        );
+    }
+
+    #[test]
+    fn anonymous_requests_are_let_in_only_where_configured() {
+        let request =
+            |authn: &Authenticator, path: &str| authn.authenticate(&headers(None), path, None);
+        let open = Authenticator::default();
+        assert_eq!(request(&open, "/api/v1/pods"), Authenticated::Anonymous);
+        let closed = Authenticator::default().with_anonymous(AnonymousAuth::Disabled);
+        assert_eq!(request(&closed, "/healthz"), Authenticated::Rejected);
+        assert_eq!(request(&closed, "/cacerts/"), Authenticated::Rejected);
+        // A joining agent still fetches the cluster CA.
+        assert_eq!(request(&closed, "/cacerts"), Authenticated::Anonymous);
+        let paths = BTreeSet::from(["/livez".to_string(), "/readyz".to_string()]);
+        let some = Authenticator::default().with_anonymous(AnonymousAuth::Paths(paths));
+        assert_eq!(request(&some, "/livez"), Authenticated::Anonymous);
+        assert_eq!(request(&some, "/readyz"), Authenticated::Anonymous);
+        // Exact paths: neither a sub-path nor a prefix matches.
+        assert_eq!(request(&some, "/livez/ping"), Authenticated::Rejected);
+        assert_eq!(request(&some, "/live"), Authenticated::Rejected);
+        assert_eq!(request(&some, "/healthz"), Authenticated::Rejected);
+        // Credentials are judged as ever: a certificate or a good token is
+        // its user wherever anonymous requests are refused.
+        let cert_user = UserInfo::new("admin", vec!["system:masters".to_string()]);
+        assert_eq!(
+            closed.authenticate(&headers(None), "/api", Some(&cert_user)),
+            Authenticated::User(cert_user)
         );
     }
 
@@ -373,11 +458,11 @@ mod tests {
         let authn = Authenticator::default();
         let cert_user = UserInfo::new("admin", vec!["system:masters".to_string()]);
         assert_eq!(
-            authn.authenticate(&headers(Some("Bearer wrong")), Some(&cert_user)),
+            authn.authenticate(&headers(Some("Bearer wrong")), "/api", Some(&cert_user)),
             Authenticated::Rejected
         );
         assert_eq!(
-            authn.authenticate(&headers(None), Some(&cert_user)),
+            authn.authenticate(&headers(None), "/api", Some(&cert_user)),
             Authenticated::User(cert_user)
         );
     }

@@ -151,13 +151,14 @@ async fn handle(
     peer: Option<UserInfo>,
     mut request: Request<Body>,
 ) -> Result<Response<Body>, Infallible> {
-    match authn.authenticate(request.headers(), peer.as_ref()) {
+    match authn.authenticate(request.headers(), request.uri().path(), peer.as_ref()) {
         Authenticated::User(user) => {
             request.extensions_mut().insert(user);
         }
-        // The caller is `system:anonymous` and authorization decides: the
-        // default policy opens health and version to it; anything else is a
-        // 401 (see `authz::middleware`).
+        // The caller is `system:anonymous` (anonymous requests are let in
+        // for this path) and authorization decides: the default policy opens
+        // health and version to it; anything else is a 401 (see
+        // `authz::middleware`).
         Authenticated::Anonymous => {
             request.extensions_mut().insert(UserInfo::anonymous());
         }

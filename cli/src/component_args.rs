@@ -123,6 +123,33 @@ pub(crate) const SETTINGS: &[(&str, &str, &str)] = &[
         "encryption-provider-config",
     ),
     ("kube-apiserver", "secure-port", "https-listen-port"),
+    ("kube-apiserver", "anonymous-auth", "anonymous-auth"),
+    (
+        "kube-apiserver",
+        "authentication-config",
+        "authentication-config",
+    ),
+    ("kube-apiserver", "oidc-issuer-url", "oidc-issuer-url"),
+    ("kube-apiserver", "oidc-client-id", "oidc-client-id"),
+    (
+        "kube-apiserver",
+        "oidc-username-claim",
+        "oidc-username-claim",
+    ),
+    (
+        "kube-apiserver",
+        "oidc-username-prefix",
+        "oidc-username-prefix",
+    ),
+    ("kube-apiserver", "oidc-groups-claim", "oidc-groups-claim"),
+    ("kube-apiserver", "oidc-groups-prefix", "oidc-groups-prefix"),
+    ("kube-apiserver", "oidc-ca-file", "oidc-ca-file"),
+    (
+        "kube-apiserver",
+        "oidc-required-claim",
+        "oidc-required-claim",
+    ),
+    ("kube-apiserver", "oidc-signing-algs", "oidc-signing-algs"),
     ("kube-apiserver", "bind-address", "bind-address"),
     (
         "kube-controller-manager",

@@ -298,9 +298,18 @@ pub(crate) struct ServerArgs {
 
     /// Upstream's AuthenticationConfiguration file
     /// (apiserver.config.k8s.io/v1beta1): OpenID Connect issuers whose JWTs
-    /// authenticate users, their claims mapped by name.
+    /// authenticate users, their claims mapped by name, and which requests
+    /// without credentials go on as `system:anonymous`.
     #[arg(long, env = "SKIFF_AUTHENTICATION_CONFIG")]
     pub authentication_config: Option<PathBuf>,
+
+    /// Whether requests without credentials go on as `system:anonymous`
+    /// for authorization to judge (the default policy lets them read health
+    /// and version only); `--anonymous-auth=false` answers them all 401, as
+    /// k3s runs its API server. Default true, as kube-apiserver's.
+    #[arg(long, env = "SKIFF_ANONYMOUS_AUTH", num_args = 0..=1,
+          require_equals = true, default_missing_value = "true")]
+    pub anonymous_auth: Option<bool>,
 
     /// kube-apiserver's older OpenID Connect flags, one issuer (instead of
     /// `--authentication-config`): its URL (https).
@@ -582,9 +591,11 @@ pub(crate) async fn run(mut args: ServerArgs) -> anyhow::Result<()> {
     let tls_config = certs.server_config().context("building TLS")?;
     let mut authn = Authenticator::load_or_create_token_file(&args.data_dir.join("token.csv"))
         .context("loading the token file")?;
-    if let Some(issuers) = oidc_issuers(&args)? {
+    let (issuers, anonymous) = authentication(&args)?;
+    if !issuers.is_empty() {
         authn = authn.with_oidc(skiff_apiserver::oidc::OidcAuthenticator::start(issuers));
     }
+    authn = authn.with_anonymous(anonymous);
     // k3s's DATA_DIR/token: agents join with it (`skiff agent --token`), and
     // other servers (`skiff server --server --token`): a joining server
     // keeps the cluster's secret.
@@ -1259,28 +1270,52 @@ fn write_kubeconfig(
 }
 
 /// The OpenID Connect issuers of `--authentication-config`, or of the
-/// older `--oidc-*` flags (never both, as upstream refuses).
-fn oidc_issuers(
+/// older `--oidc-*` flags (never both, as upstream refuses), and which
+/// requests without credentials go on as `system:anonymous`: the file's
+/// `anonymous` section or `--anonymous-auth` (again never both).
+fn authentication(
     args: &ServerArgs,
-) -> anyhow::Result<Option<Vec<skiff_apiserver::oidc::IssuerConfig>>> {
+) -> anyhow::Result<(
+    Vec<skiff_apiserver::oidc::IssuerConfig>,
+    skiff_apiserver::authn::AnonymousAuth,
+)> {
+    use skiff_apiserver::authn::AnonymousAuth;
     use skiff_apiserver::oidc::{OidcFlags, config};
+    let flag = match args.anonymous_auth {
+        Some(false) => AnonymousAuth::Disabled,
+        Some(true) | None => AnonymousAuth::Enabled,
+    };
     let flags_given = args.oidc_issuer_url.is_some() || args.oidc_client_id.is_some();
     match (&args.authentication_config, flags_given) {
         (Some(_), true) => {
             anyhow::bail!("--authentication-config and the --oidc-* flags are mutually exclusive")
         }
-        (Some(path), false) => Ok(Some(config::load(path)?)),
-        (None, true) => Ok(Some(vec![config::from_flags(OidcFlags {
-            issuer_url: args.oidc_issuer_url.clone().unwrap_or_default(),
-            client_id: args.oidc_client_id.clone().unwrap_or_default(),
-            username_claim: args.oidc_username_claim.clone(),
-            username_prefix: args.oidc_username_prefix.clone(),
-            groups_claim: args.oidc_groups_claim.clone(),
-            groups_prefix: args.oidc_groups_prefix.clone(),
-            ca_file: args.oidc_ca_file.clone(),
-            required_claims: args.oidc_required_claim.clone(),
-            signing_algs: args.oidc_signing_algs.clone(),
-        })?])),
-        (None, false) => Ok(None),
+        (Some(path), false) => {
+            let file = config::load(path)?;
+            let anonymous = match (file.anonymous, args.anonymous_auth) {
+                (Some(_), Some(_)) => anyhow::bail!(
+                    "anonymous: Forbidden: --anonymous-auth flag cannot be set when anonymous \
+                     field is configured in authentication configuration file"
+                ),
+                (Some(anonymous), None) => anonymous,
+                (None, _) => flag,
+            };
+            Ok((file.issuers, anonymous))
+        }
+        (None, true) => Ok((
+            vec![config::from_flags(OidcFlags {
+                issuer_url: args.oidc_issuer_url.clone().unwrap_or_default(),
+                client_id: args.oidc_client_id.clone().unwrap_or_default(),
+                username_claim: args.oidc_username_claim.clone(),
+                username_prefix: args.oidc_username_prefix.clone(),
+                groups_claim: args.oidc_groups_claim.clone(),
+                groups_prefix: args.oidc_groups_prefix.clone(),
+                ca_file: args.oidc_ca_file.clone(),
+                required_claims: args.oidc_required_claim.clone(),
+                signing_algs: args.oidc_signing_algs.clone(),
+            })?],
+            flag,
+        )),
+        (None, false) => Ok((Vec::new(), flag)),
     }
 }

@@ -4,13 +4,15 @@
 //! they become a user. A value comes from a claim by name (with a prefix)
 //! or from a CEL expression over `claims`, compiled when the file is read
 //! so a bad one stops the start rather than a login; user validation rules
-//! are expressions over `user`.
+//! are expressions over `user`. Its `anonymous` section says which
+//! requests without credentials are let in ([`AnonymousAuth`]).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::authn::AnonymousAuth;
 use crate::cel::{self, Declarations, Program};
 
 /// The API versions upstream has served this file under.
@@ -62,6 +64,32 @@ struct File {
     kind: String,
     #[serde(default)]
     jwt: Vec<JwtEntry>,
+    anonymous: Option<AnonymousEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AnonymousEntry {
+    #[serde(default)]
+    enabled: bool,
+    #[serde(default)]
+    conditions: Vec<ConditionEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ConditionEntry {
+    path: String,
+}
+
+/// What an authentication configuration file sets up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthenticationConfig {
+    /// The JWT issuers whose tokens authenticate users.
+    pub issuers: Vec<IssuerConfig>,
+    /// Which requests without credentials are let in, when the file says
+    /// (else `--anonymous-auth` does).
+    pub anonymous: Option<AnonymousAuth>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -318,7 +346,7 @@ pub fn from_flags(flags: OidcFlags) -> Result<IssuerConfig, OidcConfigError> {
 }
 
 /// Reads and checks the file at `path`.
-pub fn load(path: &Path) -> Result<Vec<IssuerConfig>, OidcConfigError> {
+pub fn load(path: &Path) -> Result<AuthenticationConfig, OidcConfigError> {
     let text = std::fs::read_to_string(path).map_err(|source| OidcConfigError::Read {
         path: path.to_path_buf(),
         source,
@@ -342,9 +370,9 @@ pub(crate) enum Parsed {
     Invalid(String),
 }
 
-/// The issuers `text` configures; `taken` are issuers this server itself
-/// signs for (its service accounts'), which no entry may claim.
-pub(crate) fn parse(text: &str, taken: &[&str]) -> Result<Vec<IssuerConfig>, Parsed> {
+/// What `text` configures; `taken` are issuers this server itself signs
+/// for (its service accounts'), which no entry may claim.
+pub(crate) fn parse(text: &str, taken: &[&str]) -> Result<AuthenticationConfig, Parsed> {
     let file: File = serde_yaml::from_str(text).map_err(|e| Parsed::Decode(e.to_string()))?;
     let mut errors = Vec::new();
     if file.kind != "AuthenticationConfiguration"
@@ -364,11 +392,39 @@ pub(crate) fn parse(text: &str, taken: &[&str]) -> Result<Vec<IssuerConfig>, Par
             issuers.push(issuer);
         }
     }
+    let anonymous = file
+        .anonymous
+        .map(|entry| anonymous_auth(entry, &mut errors));
     if errors.is_empty() {
-        Ok(issuers)
+        Ok(AuthenticationConfig { issuers, anonymous })
     } else {
         Err(Parsed::Invalid(format!("[{}]", errors.join(", "))))
     }
+}
+
+/// The `anonymous` section: all requests without credentials, none, or
+/// only those for the listed paths (exact, as upstream matches them).
+fn anonymous_auth(entry: AnonymousEntry, errors: &mut Vec<String>) -> AnonymousAuth {
+    if !entry.enabled {
+        if !entry.conditions.is_empty() {
+            // Upstream shows the value as Go's `%#v` of the list.
+            let listed: Vec<String> = entry
+                .conditions
+                .iter()
+                .map(|c| format!("apiserver.AnonymousAuthCondition{{Path:{:?}}}", c.path))
+                .collect();
+            errors.push(format!(
+                "anonymous.conditions: Invalid value: []apiserver.AnonymousAuthCondition{{{}}}: \
+                 enabled should be set to true when conditions are defined",
+                listed.join(", ")
+            ));
+        }
+        return AnonymousAuth::Disabled;
+    }
+    if entry.conditions.is_empty() {
+        return AnonymousAuth::Enabled;
+    }
+    AnonymousAuth::Paths(entry.conditions.into_iter().map(|c| c.path).collect())
 }
 
 fn entry_config(
@@ -682,7 +738,7 @@ mod tests {
 
     #[test]
     fn a_claim_mapped_issuer_is_read() {
-        let issuers = parse(
+        let config = parse(
             "apiVersion: apiserver.config.k8s.io/v1beta1
 kind: AuthenticationConfiguration
 jwt:
@@ -700,8 +756,9 @@ jwt:
             TAKEN,
         )
         .unwrap();
+        assert_eq!(config.anonymous, None, "the file leaves it to the flag");
         assert_eq!(
-            issuers,
+            config.issuers,
             [IssuerConfig {
                 url: "https://issuer.example".into(),
                 discovery_url: "https://issuer.example/.well-known/openid-configuration".into(),
@@ -732,7 +789,7 @@ jwt:
 
     #[test]
     fn expressions_compile_when_the_file_is_read() {
-        let issuers = parse(
+        let config = parse(
             "apiVersion: apiserver.config.k8s.io/v1
 kind: AuthenticationConfiguration
 jwt:
@@ -750,7 +807,7 @@ jwt:
             TAKEN,
         )
         .unwrap();
-        let issuer = &issuers[0];
+        let issuer = &config.issuers[0];
         assert!(
             matches!(&issuer.username, Mapping::Expression(e) if e.source == "'oidc:' + claims.email")
         );
@@ -826,6 +883,51 @@ jwt:
             },
         ] {
             assert!(from_flags(bad).is_err());
+        }
+    }
+
+    #[test]
+    fn the_anonymous_section_says_which_requests_without_credentials_go_on() {
+        let anonymous = |section: &str| {
+            parse(
+                &format!(
+                    "apiVersion: apiserver.config.k8s.io/v1beta1\n\
+                     kind: AuthenticationConfiguration\nanonymous: {section}\n"
+                ),
+                TAKEN,
+            )
+            .map(|config| config.anonymous)
+        };
+        assert_eq!(
+            anonymous("{enabled: true}"),
+            Ok(Some(AnonymousAuth::Enabled))
+        );
+        assert_eq!(
+            anonymous("{enabled: false}"),
+            Ok(Some(AnonymousAuth::Disabled))
+        );
+        assert_eq!(
+            anonymous("{enabled: true, conditions: [{path: /livez}, {path: /readyz}]}"),
+            Ok(Some(AnonymousAuth::Paths(
+                ["/livez".to_string(), "/readyz".to_string()].into()
+            )))
+        );
+        // Conditions on a disabled (or unset, so disabled) section are
+        // refused, as upstream refuses them.
+        for section in [
+            "{enabled: false, conditions: [{path: /livez}]}",
+            "{conditions: [{path: /livez}]}",
+        ] {
+            assert_eq!(
+                anonymous(section),
+                Err(Parsed::Invalid(
+                    "[anonymous.conditions: Invalid value: \
+                     []apiserver.AnonymousAuthCondition{apiserver.AnonymousAuthCondition{Path:\"/livez\"}}: \
+                     enabled should be set to true when conditions are defined]"
+                        .into()
+                )),
+                "{section}"
+            );
         }
     }
 

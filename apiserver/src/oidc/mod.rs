@@ -24,8 +24,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
 use crate::authn::UserInfo;
+pub use config::{AuthenticationConfig, IssuerConfig, OidcConfigError, OidcFlags};
 use config::{ClaimRule, Expression, Mapping};
-pub use config::{IssuerConfig, OidcConfigError, OidcFlags};
 use keys::IssuerKeys;
 
 /// The algorithms an issuer may sign with: asymmetric ones only.

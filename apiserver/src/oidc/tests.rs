@@ -219,7 +219,7 @@ jwt:
     )
     .unwrap();
     let (key, jwk) = signer("k1");
-    let oidc = authenticator(parsed[0].clone(), &[jwk]);
+    let oidc = authenticator(parsed.issuers[0].clone(), &[jwk]);
     let mut claims = json!({"iss": ISSUER, "aud": "skiff", "sub": "u-1", "email": "alice@example.com",
         "email_verified": true, "roles": ["dev", "ops"], "team": "blue", "exp": now() + 600});
     let Verdict::User(user) = oidc.verify(&token(&key, "k1", &claims)) else {

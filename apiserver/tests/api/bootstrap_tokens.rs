@@ -32,7 +32,7 @@ fn token(id: &str, secret: &str, usages: &[&str], expiration: Option<&str>) -> N
 }
 
 fn user_of(authn: &Authenticator, token: &str) -> Option<UserInfo> {
-    match authn.authenticate(&bearer(token), None) {
+    match authn.authenticate(&bearer(token), "/api", None) {
         Authenticated::User(user) => Some(user),
         Authenticated::Rejected => None,
         Authenticated::Anonymous => panic!("a bearer token cannot be anonymous"),

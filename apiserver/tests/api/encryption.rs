@@ -453,7 +453,7 @@ async fn service_account_identity(
     let token = issued["status"]["token"].as_str().unwrap();
     let authn = Authenticator::default()
         .with_service_account_tokens(server.server.service_account_tokens());
-    match authn.authenticate(&bearer(token), None) {
+    match authn.authenticate(&bearer(token), "/api", None) {
         Authenticated::User(user) => user,
         other => panic!("the token does not authenticate: {other:?}"),
     }

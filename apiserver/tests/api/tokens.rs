@@ -129,7 +129,7 @@ async fn bound_tokens_authenticate_as_the_account_until_the_pod_is_gone() {
 
     let authn = Authenticator::default()
         .with_service_account_tokens(server.server.service_account_tokens());
-    let Authenticated::User(user) = authn.authenticate(&bearer(&token), None) else {
+    let Authenticated::User(user) = authn.authenticate(&bearer(&token), "/api", None) else {
         panic!("the token does not authenticate");
     };
     assert_eq!(user.name, "system:serviceaccount:default:builder");
@@ -149,7 +149,7 @@ async fn bound_tokens_authenticate_as_the_account_until_the_pod_is_gone() {
     };
     let forged = format!("{}{swapped}{}", &token[..middle], &token[middle + 1..]);
     assert_eq!(
-        authn.authenticate(&bearer(&forged), None),
+        authn.authenticate(&bearer(&forged), "/api", None),
         Authenticated::Rejected
     );
 
@@ -158,7 +158,7 @@ async fn bound_tokens_authenticate_as_the_account_until_the_pod_is_gone() {
         .await;
     assert!(code.is_success(), "{body}");
     assert_eq!(
-        authn.authenticate(&bearer(&token), None),
+        authn.authenticate(&bearer(&token), "/api", None),
         Authenticated::Rejected,
         "a token bound to a deleted pod must stop working"
     );
@@ -182,7 +182,7 @@ async fn tokens_carry_the_node_and_may_be_bound_to_one() {
         .await;
     let authn = Authenticator::default()
         .with_service_account_tokens(server.server.service_account_tokens());
-    let user_of = |token: &str| match authn.authenticate(&bearer(token), None) {
+    let user_of = |token: &str| match authn.authenticate(&bearer(token), "/api", None) {
         Authenticated::User(user) => Some(user),
         _ => None,
     };
@@ -263,21 +263,21 @@ async fn token_requests_are_checked() {
         .with_service_account_tokens(server.server.service_account_tokens());
     let token = issued["status"]["token"].as_str().unwrap();
     assert_eq!(
-        authn.authenticate(&bearer(token), None),
+        authn.authenticate(&bearer(token), "/api", None),
         Authenticated::Rejected
     );
     // Deleting the account revokes its tokens.
     let (_, issued) = request_token(&server, "builder", json!({})).await;
     let token = issued["status"]["token"].as_str().unwrap().to_string();
     assert!(matches!(
-        authn.authenticate(&bearer(&token), None),
+        authn.authenticate(&bearer(&token), "/api", None),
         Authenticated::User(_)
     ));
     server
         .delete("/api/v1/namespaces/default/serviceaccounts/builder")
         .await;
     assert_eq!(
-        authn.authenticate(&bearer(&token), None),
+        authn.authenticate(&bearer(&token), "/api", None),
         Authenticated::Rejected
     );
 }

@@ -3,8 +3,9 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
+use std::time::Duration;
 
-use super::support::{Kubectl, Server, assert_contains, output_with_stdin};
+use super::support::{Kubectl, Server, assert_contains, output_with_stdin, refused_server};
 
 fn curl(server: &Server, path: &str, extra: &[&str]) -> (u16, String) {
     let ca = server.data_dir().join("tls/ca.crt");
@@ -154,6 +155,89 @@ fn anonymous_requests_are_refused_except_health_and_version() {
     let (code, body) = curl(&server, "/api/v1/namespaces", &[token]);
     assert_eq!(code, 200, "{body}");
     assert_contains(&body, "NamespaceList");
+}
+
+#[test]
+fn anonymous_requests_can_be_refused_everywhere_or_let_in_by_path() {
+    let admin_token = |server: &Server| {
+        let tokens =
+            std::fs::read_to_string(server.data_dir().join("token.csv")).expect("token file");
+        tokens.split(',').next().expect("token").to_string()
+    };
+    // k3s's way, through its pass-through flag: no request without
+    // credentials gets anywhere, not even the health checks.
+    let closed = Server::start_with(&[
+        "--disable-agent",
+        "--kube-apiserver-arg=anonymous-auth=false",
+    ]);
+    for path in [
+        "/healthz",
+        "/livez",
+        "/readyz",
+        "/version",
+        "/api/v1/namespaces",
+    ] {
+        let (code, body) = curl(&closed, path, &[]);
+        assert_eq!(code, 401, "{path}: {body}");
+    }
+    // What a joining agent fetches before it has credentials stays open,
+    // as k3s's supervisor serves it.
+    let (code, body) = curl(&closed, "/cacerts", &[]);
+    assert_eq!(code, 200, "{body}");
+    assert_contains(&body, "BEGIN CERTIFICATE");
+    let token = admin_token(&closed);
+    let (code, body) = curl(&closed, "/healthz", &[&token]);
+    assert_eq!((code, body.trim()), (200, "ok"));
+    drop(closed);
+
+    // The authentication configuration's `anonymous` section: only the
+    // listed paths, exactly.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("authn.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: apiserver.config.k8s.io/v1beta1
+kind: AuthenticationConfiguration
+anonymous:
+  enabled: true
+  conditions:
+  - path: /livez
+  - path: /readyz
+",
+    )
+    .expect("write config");
+    let config_arg = config.to_str().expect("utf-8 path");
+    let some = Server::start_with(&["--disable-agent", "--authentication-config", config_arg]);
+    for path in ["/livez", "/readyz"] {
+        let (code, body) = curl(&some, path, &[]);
+        assert_eq!((code, body.trim()), (200, "ok"), "{path}");
+    }
+    for path in ["/healthz", "/version", "/livez/ping", "/api/v1/namespaces"] {
+        let (code, body) = curl(&some, path, &[]);
+        assert_eq!(code, 401, "{path}: {body}");
+    }
+    let token = admin_token(&some);
+    let (code, body) = curl(&some, "/version", &[&token]);
+    assert_eq!(code, 200, "{body}");
+    drop(some);
+
+    // The section and the flag together: refused at start, as upstream.
+    let data = tempfile::tempdir().expect("tempdir");
+    let stderr = refused_server(
+        data.path(),
+        &[
+            "--disable-agent",
+            "--authentication-config",
+            config_arg,
+            "--anonymous-auth=false",
+        ],
+        Duration::from_secs(30),
+        "the server started with --anonymous-auth and an anonymous section",
+    );
+    assert_contains(
+        &stderr,
+        "--anonymous-auth flag cannot be set when anonymous field is configured in authentication configuration file",
+    );
 }
 
 #[test]
