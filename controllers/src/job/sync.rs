@@ -532,7 +532,11 @@ impl Reconciler for Syncer {
         status.failed = Some(status.failed.unwrap_or(0) + count(&uncounted.failed));
         status.uncounted_terminated_pods = Some(UncountedTerminatedPods::default());
         let nothing_running = still_active == 0 && terminating == 0;
-        // The final condition, once nothing of the Job runs any more.
+        // The final condition, once nothing of the Job runs any more. Its
+        // event is told only once the status holding it is written: a sync
+        // that read a stale Job has its write refused (a conflict) and must
+        // not tell of the end a second time.
+        let mut finished = None;
         if let Some((interim, reason, message)) = &decision
             && nothing_running
         {
@@ -540,22 +544,29 @@ impl Reconciler for Syncer {
             let last = if failed { "Failed" } else { "Complete" };
             if !is_true(&status, last) {
                 set_condition(&mut status, last, "True", reason, message);
-                if failed {
-                    self.events
-                        .warning(&object_reference(&job), reason, "Fail", message.clone());
-                } else {
+                if !failed {
                     status.completion_time = Some(now());
-                    self.events.normal(
-                        &object_reference(&job),
-                        "Completed",
-                        "Complete",
-                        "Job completed",
-                    );
                 }
+                finished = Some((failed, reason.clone(), message.clone()));
             }
         }
         if Some(&status) != job.status.as_ref() {
             job = self.write_status(&job, &key_str, &status).await?;
+        }
+        match finished {
+            Some((true, reason, message)) => {
+                self.events
+                    .warning(&object_reference(&job), &reason, "Fail", message);
+            }
+            Some((false, _, _)) => {
+                self.events.normal(
+                    &object_reference(&job),
+                    "Completed",
+                    "Complete",
+                    "Job completed",
+                );
+            }
+            None => {}
         }
         if finished_at(&status).is_some() {
             return self.expire(&job, &key_str).await;

@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -108,6 +108,22 @@ async fn runs_pods_to_completions_with_parallelism() {
     .await;
     let reasons = ["Completed", "SuccessfulCreate"];
     wait_for_events(&client, "work", &reasons).await;
+    // The end is told once: a sync that read the Job before its Complete
+    // status was written does not tell it again (as a second event or a
+    // series of two).
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let completed: Vec<_> = events
+        .list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("Completed"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("work"))
+        .collect();
+    assert_eq!(completed.len(), 1, "{completed:?}");
+    assert!(completed[0].series.is_none(), "{:?}", completed[0]);
     cluster.shutdown().await;
 }
 
