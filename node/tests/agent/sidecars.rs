@@ -2,7 +2,8 @@
 //! native sidecars) on real containerd: the pod's containers start once a
 //! sidecar has started, without waiting for it to end; a sidecar that
 //! exits is restarted while the pod stays initialized and its containers
-//! keep running; a Job-like pod completes when its containers do; on
+//! keep running; a Job-like pod completes when its containers do, its
+//! sidecars stopped first; on
 //! deletion a sidecar stops after the containers it serves.
 
 use std::time::Duration;
@@ -28,7 +29,8 @@ async fn sidecars_start_before_the_containers_and_run_beside_them() {
                 "volumes": [{"name": "shared", "emptyDir": {}}],
                 "initContainers": [{
                     "name": "proxy", "image": BUSYBOX_IMAGE, "restartPolicy": "Always",
-                    "command": ["sh", "-c", "touch /shared/up; exec sleep 3600"],
+                    "command": ["sh", "-c",
+                                "trap 'exit 0' TERM; touch /shared/up; while true; do sleep 0.1; done"],
                     "startupProbe": {"exec": {"command": ["test", "-f", "/shared/up"]},
                                      "periodSeconds": 1},
                     "volumeMounts": [{"name": "shared", "mountPath": "/shared"}]
@@ -82,6 +84,11 @@ async fn sidecars_start_before_the_containers_and_run_beside_them() {
     assert_eq!(exit.map(|t| t.exit_code), Some(0), "{work:?}");
     let proxy = init_container_status(&done, "proxy").expect("the sidecar's status");
     assert_eq!(proxy.restart_count, 0, "{proxy:?}");
+    // The pod is over only once its sidecar was stopped: the final status
+    // tells how it ended, not that it runs and is ready.
+    let ended = proxy.state.as_ref().and_then(|s| s.terminated.as_ref());
+    assert_eq!(ended.map(|t| t.exit_code), Some(0), "{proxy:?}");
+    assert!(!proxy.ready, "{proxy:?}");
 
     let web = cluster
         .wait_pod(

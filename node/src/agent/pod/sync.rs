@@ -565,12 +565,41 @@ pub(crate) async fn sync(
             observed.will_restart.insert(c.name.clone());
         }
     }
+    if over_but_for_sidecars(ctx, pod, &spec, &view, &observed) {
+        // As upstream's kubelet: once the containers are done for good, the
+        // sidecars still serving them are stopped (gracefully, last first),
+        // and only then is the phase written terminal, with how each ended —
+        // a finished pod never reads as having a sidecar running and ready.
+        termination::stop_pod(ctx, Some(pod), &uid, termination::grace_period(pod)).await?;
+        report_terminal(ctx, state, pod, None).await?;
+        return Ok(Step::Continue(None));
+    }
     let status = report(ctx, state, pod, &view, &observed).await?;
     if matches!(status.as_str(), "Succeeded" | "Failed") {
         runtime.stop_pod_sandbox(&sandbox_id).await?;
         return Ok(Step::Continue(None));
     }
     Ok(Step::Continue(wake))
+}
+
+/// Whether the pod's phase is terminal while something of it (a sidecar)
+/// still runs: every container has exited and none will start again.
+fn over_but_for_sidecars(
+    ctx: &AgentContext,
+    pod: &Pod,
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    view: &PodRuntimeView,
+    observed: &Observed,
+) -> bool {
+    let containers_exited = spec
+        .containers
+        .iter()
+        .all(|c| view.latest(&c.name).is_some_and(|i| i.is_exited()));
+    if !containers_exited || view.running().next().is_none() {
+        return false;
+    }
+    let phase = status::pod_status(pod, view, observed, &ctx.host_ip).phase;
+    matches!(phase.as_deref(), Some("Succeeded" | "Failed"))
 }
 
 /// Whether the pod is over without a sandbox: its containers ran and none
