@@ -240,6 +240,52 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
         .await;
     assert_ne!(container_id(&restarted, "l"), first);
 
+    // A probe whose command the image lacks cannot be run at all: as
+    // upstream's kubelet, that says nothing of the container — it is told
+    // in an event, and the container is neither restarted nor made ready.
+    cluster
+        .create_pod(json!({
+            "metadata": {"name": "erring"},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{
+                    "name": "e", "image": BUSYBOX_IMAGE, "command": ["sleep", "3600"],
+                    "livenessProbe": {"exec": {"command": ["/no/such/probe"]},
+                                      "periodSeconds": 1, "failureThreshold": 1},
+                    "readinessProbe": {"exec": {"command": ["/no/such/probe"]},
+                                       "periodSeconds": 1}
+                }]
+            }
+        }))
+        .await;
+    cluster.wait_phase("erring", LONG, "Running").await;
+    let errored = "Liveness probe errored and resulted in unknown state: \
+                   rpc error: code = Unknown desc = ";
+    let mut told = Vec::new();
+    for _ in 0..100 {
+        told = events(&cluster, "involvedObject.name=erring,reason=Unhealthy").await;
+        if told
+            .iter()
+            .filter_map(|e| e.message.as_deref())
+            .any(|m| m.starts_with(errored))
+            && told.iter().map(|e| e.count.unwrap_or(1)).sum::<i32>() >= 6
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let messages: Vec<_> = told.iter().filter_map(|e| e.message.clone()).collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.starts_with(errored) && m.contains("/no/such/probe")),
+        "{messages:?}"
+    );
+    let erring = cluster.pods().get("erring").await.expect("erring");
+    let status = container_status(&erring, "e").expect("e's status");
+    assert_eq!(status.restart_count, 0, "{status:?}");
+    assert!(!status.ready, "{status:?}");
+
     // 6. Graceful deletion: preStop runs, SIGTERM ends the container well
     //    before the grace period, the object is deleted by the agent.
     let marker_dir = cluster.api.dir().join("prestop");
@@ -309,7 +355,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
     cluster.wait_gone("held", LONG).await;
 
     // Deleting the others removes their sandboxes from the runtime.
-    for name in ["hello", "crasher", "reader", "noimage", "lively"] {
+    for name in ["hello", "crasher", "reader", "noimage", "lively", "erring"] {
         cluster
             .pods()
             .delete(
@@ -322,7 +368,7 @@ async fn pods_run_crash_probe_and_stop_on_real_containerd() {
             .await
             .expect("delete");
     }
-    for name in ["hello", "crasher", "reader", "noimage", "lively"] {
+    for name in ["hello", "crasher", "reader", "noimage", "lively", "erring"] {
         cluster.wait_gone(name, LONG).await;
     }
     let left = cluster.sandboxes().await;

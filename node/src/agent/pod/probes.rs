@@ -66,7 +66,8 @@ fn secs(v: Option<i32>, default: i32) -> Duration {
 impl ProbeResults {
     /// Runs the probes of a running container that are due and returns its
     /// health. `running_for` is how long ago the container started.
-    /// `on_failure` hears of each failed attempt (a kubelet reports each
+    /// `on_failure` hears of each attempt that did not pass (a kubelet
+    /// reports each
     /// as an `Unhealthy` event).
     pub(crate) async fn check(
         &mut self,
@@ -75,7 +76,7 @@ impl ProbeResults {
         container_id: &str,
         pod_ip: &str,
         running_for: Duration,
-        on_failure: &(dyn Fn(ProbeKind, &str) + Sync),
+        on_failure: &(dyn Fn(ProbeKind, &Missed) + Sync),
     ) -> ContainerHealth {
         let now = Instant::now();
         let target = Target {
@@ -175,27 +176,32 @@ impl ProbeResults {
                 target.pod_ip,
             )
             .await;
-            if let Err(seen) = &outcome {
-                (target.on_failure)(kind, seen);
+            if let Err(missed) = &outcome {
+                (target.on_failure)(kind, missed);
             }
-            let ok = outcome.is_ok();
             let success_threshold = probe.success_threshold.unwrap_or(1).max(1);
             let failure_threshold = probe.failure_threshold.unwrap_or(3).max(1);
             let period = secs(probe.period_seconds, 10).max(Duration::from_secs(1));
             if let Some(t) = self.trackers.get_mut(&key) {
                 t.next_due = Instant::now() + period;
-                if ok {
-                    t.successes += 1;
-                    t.failures = 0;
-                    if t.successes >= success_threshold {
-                        t.result = Some(true);
+                match outcome {
+                    Ok(()) => {
+                        t.successes += 1;
+                        t.failures = 0;
+                        if t.successes >= success_threshold {
+                            t.result = Some(true);
+                        }
                     }
-                } else {
-                    t.failures += 1;
-                    t.successes = 0;
-                    if t.failures >= failure_threshold {
-                        t.result = Some(false);
+                    Err(Missed::Failed(_)) => {
+                        t.failures += 1;
+                        t.successes = 0;
+                        if t.failures >= failure_threshold {
+                            t.result = Some(false);
+                        }
                     }
+                    // An attempt that could not be made says nothing of the
+                    // container: upstream's kubelet throws its result away.
+                    Err(Missed::Errored(_)) => {}
                 }
             }
         }
@@ -221,7 +227,7 @@ impl ProbeResults {
 struct Target<'a> {
     runtime: &'a dyn Runtime,
     /// Told of each failed attempt: which probe, and what it saw.
-    on_failure: &'a (dyn Fn(ProbeKind, &str) + Sync),
+    on_failure: &'a (dyn Fn(ProbeKind, &Missed) + Sync),
     container: &'a Container,
     container_id: &'a str,
     pod_ip: &'a str,
@@ -252,15 +258,38 @@ fn exec_timed_out(cmd: &[String], timeout: Duration) -> String {
     )
 }
 
-/// One probe attempt on `container`: what it saw when it failed, in a
-/// kubelet's words.
+/// A probe attempt that did not pass, with what it saw in a kubelet's
+/// words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Missed {
+    /// The check ran and failed: it counts toward the failure threshold.
+    Failed(String),
+    /// The check could not be run (the runtime refused the exec, say its
+    /// command is not in the image): it counts neither way.
+    Errored(String),
+}
+
+impl Missed {
+    /// The `Unhealthy` event's message, as upstream's prober words it;
+    /// `probe` is `Liveness`, `Readiness` or `Startup`.
+    pub(crate) fn message(&self, probe: &str) -> String {
+        match self {
+            Self::Failed(seen) => format!("{probe} probe failed: {seen}"),
+            Self::Errored(error) => {
+                format!("{probe} probe errored and resulted in unknown state: {error}")
+            }
+        }
+    }
+}
+
+/// One probe attempt on `container`.
 async fn run_probe(
     runtime: &dyn Runtime,
     probe: &Probe,
     container: &Container,
     container_id: &str,
     pod_ip: &str,
-) -> Result<(), String> {
+) -> Result<(), Missed> {
     let timeout = secs(probe.timeout_seconds, 1).max(Duration::from_secs(1));
     if let Some(exec) = &probe.exec {
         let cmd = exec.command.clone().unwrap_or_default();
@@ -269,12 +298,24 @@ async fn run_probe(
             Ok(out) => {
                 let mut seen = String::from_utf8_lossy(&out.stdout).into_owned();
                 seen.push_str(&String::from_utf8_lossy(&out.stderr));
-                Err(seen)
+                Err(Missed::Failed(seen))
             }
-            Err(e) if timed_out(&e) => Err(exec_timed_out(&cmd, timeout)),
-            Err(e) => Err(e.to_string()),
+            Err(e) if timed_out(&e) => Err(Missed::Failed(exec_timed_out(&cmd, timeout))),
+            Err(e) => Err(Missed::Errored(super::cri_text::grpc_error(&e))),
         };
     }
+    other_probe(probe, container, pod_ip, timeout)
+        .await
+        .map_err(Missed::Failed)
+}
+
+/// An HTTP, TCP or gRPC probe attempt: what it saw when it failed.
+async fn other_probe(
+    probe: &Probe,
+    container: &Container,
+    pod_ip: &str,
+    timeout: Duration,
+) -> Result<(), String> {
     if let Some(http) = &probe.http_get {
         let port = container_port(&http.port, container).ok_or_else(|| no_port(&http.port))?;
         return match tokio::time::timeout(timeout, http_get(http, port, pod_ip)).await {

@@ -27,7 +27,7 @@ use super::ephemeral;
 use super::hooks;
 use super::hosts_file;
 use super::images;
-use super::probes::{ProbeKind, ProbeResults};
+use super::probes::{Missed, ProbeKind, ProbeResults};
 use super::resize;
 use super::runtime_view::{ContainerInstance, PodRuntimeView};
 use super::security;
@@ -848,14 +848,13 @@ impl Starter<'_> {
             .unwrap_or_default();
         let regarding = container_reference(pod, &container.name);
         let events = &self.ctx.events;
-        let unhealthy = |kind: ProbeKind, seen: &str| {
+        let unhealthy = |kind: ProbeKind, missed: &Missed| {
             let probe = match kind {
                 ProbeKind::Startup => "Startup",
                 ProbeKind::Liveness => "Liveness",
                 ProbeKind::Readiness => "Readiness",
             };
-            let message = format!("{probe} probe failed: {seen}");
-            events.warning(&regarding, "Unhealthy", "", message);
+            events.warning(&regarding, "Unhealthy", "", missed.message(probe));
         };
         let health = state
             .probes
