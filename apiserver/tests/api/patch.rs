@@ -91,6 +91,49 @@ async fn patch_preconditions_and_missing_objects() {
 }
 
 #[tokio::test]
+async fn json_patches_apply_as_upstreams_library_applies_them() {
+    let s = TestServer::new().await;
+    s.configmap("default", "p", json!({"k": "v"})).await;
+    // Looser than RFC 6902, as clients rely on: `replace` of a member that
+    // is not there sets it.
+    let patched = s
+        .patch(
+            CM,
+            "application/json-patch+json",
+            json!([{"op": "replace", "path": "/data/new", "value": "x"}]),
+        )
+        .await
+        .expect_code(StatusCode::OK);
+    assert_eq!(patched["data"], json!({"k": "v", "new": "x"}), "{patched}");
+    // What does not apply is refused in the library's words.
+    let refused = s
+        .patch(
+            CM,
+            "application/json-patch+json",
+            json!([{"op": "remove", "path": "/data/zz"}]),
+        )
+        .await
+        .expect_failure(422, "Invalid");
+    assert_eq!(
+        refused["details"]["causes"][0]["message"],
+        "error in remove for path: '/data/zz': Unable to remove nonexistent key: zz: missing value",
+        "{refused}"
+    );
+    let refused = s
+        .patch(
+            CM,
+            "application/json-patch+json",
+            json!({"op": "remove", "path": "/data/k"}),
+        )
+        .await
+        .expect_failure(400, "BadRequest");
+    assert_eq!(
+        refused["message"],
+        "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+    );
+}
+
+#[tokio::test]
 async fn patch_dry_run_changes_nothing() {
     let s = TestServer::new().await;
     s.configmap("default", "p", json!({})).await;

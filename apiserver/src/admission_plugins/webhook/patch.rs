@@ -1,5 +1,6 @@
-//! A mutating webhook's answer applied: its JSON patch (RFC 6902) on the
-//! object as the hook was sent it. A patch may change anything a client
+//! A mutating webhook's answer applied: its JSON patch (RFC 6902, as
+//! upstream's library applies it: `crate::patch::json`) on the object as
+//! the hook was sent it. A patch may change anything a client
 //! could write except what names the object — `metadata.name`,
 //! `metadata.namespace`, `apiVersion` and `kind` — and must leave an object.
 
@@ -20,15 +21,16 @@ pub(super) enum PatchError {
 
 /// Applies `patch` to `object`; `Ok(true)` when it changed anything.
 pub(super) fn apply(hook: &str, object: &mut Value, patch: &[u8]) -> Result<bool, PatchError> {
-    let operations: json_patch::Patch =
+    let body: Value =
         serde_json::from_slice(patch).map_err(|e| PatchError::Malformed(e.to_string()))?;
-    if operations.0.is_empty() {
+    let operations =
+        crate::patch::json::decode(&body).map_err(|e| PatchError::Malformed(e.to_string()))?;
+    if operations.is_empty() {
         return Ok(false);
     }
-    // A copy, dropped when an operation fails: json-patch's own undo is not
-    // needed, and it panics undoing a `move` into what it moved from.
+    // A copy, dropped when an operation fails.
     let mut patched = object.clone();
-    json_patch::patch_unsafe(&mut patched, &operations)
+    crate::patch::json::apply(&mut patched, operations)
         .map_err(|e| PatchError::Apply(e.to_string()))?;
     if !patched.is_object() {
         return Err(PatchError::Apply(
