@@ -58,16 +58,20 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The manager as upstream names it in conflict messages:
-    /// `"name" using apps/v1`, with `with subresource "scale"` when set.
+    /// The manager as upstream names it in conflict messages: `"name"`,
+    /// with `with subresource "scale"` when set, and for an updater (not an
+    /// applier, whose identity leaves the version out) `using apps/v1`.
     pub fn describe(&self) -> String {
-        match &self.subresource {
-            Some(sub) => format!(
-                "{:?} with subresource {sub:?} using {}",
-                self.manager, self.api_version
-            ),
-            None => format!("{:?} using {}", self.manager, self.api_version),
+        let mut named = skiff_common::quote::go_quote(&self.manager);
+        if let Some(sub) = &self.subresource {
+            named.push_str(" with subresource ");
+            named.push_str(&skiff_common::quote::go_quote(sub));
         }
+        if self.operation == Operation::Update {
+            named.push_str(" using ");
+            named.push_str(&self.api_version);
+        }
+        named
     }
 
     fn decode(value: &Value) -> Option<Entry> {
@@ -234,6 +238,16 @@ mod tests {
         assert_eq!(names, vec!["kubectl", "kubectl-edit"]);
         assert_eq!(encoded[1], stored[0]);
         assert_eq!(managers.entries[0].describe(), "\"kubectl-edit\" using v1");
+        // An applier's identity leaves its version out, as upstream's does.
+        assert_eq!(managers.entries[1].describe(), "\"kubectl\"");
+        let scaler = Entry {
+            subresource: Some("scale".into()),
+            ..managers.entries[0].clone()
+        };
+        assert_eq!(
+            scaler.describe(),
+            "\"kubectl-edit\" with subresource \"scale\" using v1"
+        );
     }
 
     #[test]

@@ -15,7 +15,8 @@ use crate::object::now_rfc3339;
 /// A field another manager owns and the apply would change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conflict {
-    /// The owner as upstream prints it: `"name" using apps/v1`.
+    /// The owner as upstream prints it: `"name"` (an applier) or `"name"
+    /// using apps/v1` (an updater).
     pub manager: String,
     /// The field.
     pub path: Path,
@@ -332,13 +333,13 @@ mod tests {
         let err = apply(&created, cm(json!({"k": "2"})), "b", false).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "Apply failed with 1 conflict: conflict with \"a\" using v1: .data.k"
+            "Apply failed with 1 conflict: conflict with \"a\": .data.k"
         );
         assert_eq!(
             err.causes(),
             vec![(
                 "FieldManagerConflict".to_string(),
-                "conflict with \"a\" using v1".to_string(),
+                "conflict with \"a\"".to_string(),
                 ".data.k".to_string()
             )]
         );
@@ -367,7 +368,7 @@ mod tests {
         let err = apply(&created, cm(json!({"x": "2", "y": "2"})), "b", false).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "Apply failed with 2 conflicts: conflicts with \"a\" using v1:\n- .data.x\n- .data.y"
+            "Apply failed with 2 conflicts: conflicts with \"a\":\n- .data.x\n- .data.y"
         );
     }
 

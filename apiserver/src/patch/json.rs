@@ -13,6 +13,8 @@
 
 use serde_json::Value;
 
+use crate::go_json::cannot_unmarshal;
+
 /// The library's sentinel errors, which every message ends with.
 const MISSING: &str = "missing value";
 const INVALID_INDEX: &str = "invalid index referenced";
@@ -32,15 +34,15 @@ pub enum JsonPatchError {
 /// The operations of `body`, as upstream decodes them.
 pub fn decode(body: &Value) -> Result<&[Value], JsonPatchError> {
     let Some(ops) = body.as_array() else {
-        return Err(JsonPatchError::Decode(format!(
-            "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
-            go_json_kind(body)
+        return Err(JsonPatchError::Decode(cannot_unmarshal(
+            body,
+            "jsonpatch.Patch",
         )));
     };
     if let Some(bad) = ops.iter().find(|op| !op.is_object() && !op.is_null()) {
-        return Err(JsonPatchError::Decode(format!(
-            "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
-            go_json_kind(bad)
+        return Err(JsonPatchError::Decode(cannot_unmarshal(
+            bad,
+            "jsonpatch.Operation",
         )));
     }
     Ok(ops)
@@ -55,28 +57,13 @@ pub fn apply(doc: &mut Value, ops: &[Value]) -> Result<(), JsonPatchError> {
     Ok(())
 }
 
-/// How Go's JSON decoder names a value it cannot put in a Go type.
-fn go_json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// A field of the operation that must be a string (`path`, `from`):
 /// `None` when absent, `Err` with Go's words when not a string.
 fn string_field<'a>(op: &'a Value, field: &str) -> Option<Result<&'a str, String>> {
     match op.get(field)? {
         Value::Null => None,
         Value::String(s) => Some(Ok(s)),
-        other => Some(Err(format!(
-            "json: cannot unmarshal {} into Go value of type string",
-            go_json_kind(other)
-        ))),
+        other => Some(Err(cannot_unmarshal(other, "string"))),
     }
 }
 

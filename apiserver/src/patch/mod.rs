@@ -57,8 +57,7 @@ pub enum PatchError {
 pub fn apply(kind: PatchType, original: &Value, patch: &[u8]) -> Result<Value, PatchError> {
     match kind {
         PatchType::Json => {
-            let ops: Value = serde_json::from_slice(patch)
-                .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
+            let ops = parse_json(patch)?;
             check_nesting(original, &ops)?;
             let ops = json::decode(&ops).map_err(|e| PatchError::Malformed(e.to_string()))?;
             // Applied to a copy, dropped when an operation fails.
@@ -166,13 +165,23 @@ pub fn parse_applied(patch: &[u8]) -> Result<Value, PatchError> {
     Ok(value)
 }
 
+/// A patch body as JSON; what is not JSON is refused in the words of Go's
+/// decoder, as upstream's (`unexpected end of JSON input`).
+fn parse_json(patch: &[u8]) -> Result<Value, PatchError> {
+    serde_json::from_slice(patch).map_err(|e| {
+        PatchError::Malformed(crate::go_json::syntax_error(patch).unwrap_or_else(|| e.to_string()))
+    })
+}
+
+/// A merge or strategic merge patch: a JSON object, which upstream
+/// decodes into a Go map.
 fn parse_object(patch: &[u8]) -> Result<Value, PatchError> {
-    let value: Value = serde_json::from_slice(patch)
-        .map_err(|e| PatchError::Malformed(format!("error decoding patch: {e}")))?;
+    let value = parse_json(patch)?;
     if !value.is_object() {
-        return Err(PatchError::Malformed(
-            "patch body must be a JSON object".into(),
-        ));
+        return Err(PatchError::Malformed(crate::go_json::cannot_unmarshal(
+            &value,
+            "map[string]interface {}",
+        )));
     }
     Ok(value)
 }
@@ -244,6 +253,29 @@ mod tests {
         let ops = br#"[{"op":"copy","from":"/a/b","path":"/a/d"},{"op":"move","from":"/a/d","path":"/e"}]"#;
         let out = apply(PatchType::Json, &level, ops).unwrap();
         assert_eq!(out, json!({"a": {"b": {"c": 1}}, "e": {"c": 1}}));
+    }
+
+    #[test]
+    fn bodies_that_do_not_decode_are_refused_in_go_decoder_words() {
+        let doc = json!({"data": {}});
+        let refused = |kind, body: &[u8]| match apply(kind, &doc, body) {
+            Err(PatchError::Malformed(message)) => message,
+            other => panic!("{other:?}"),
+        };
+        for kind in [PatchType::Json, PatchType::Merge, PatchType::StrategicMerge] {
+            assert_eq!(
+                refused(kind, br#"{"data":"#),
+                "unexpected end of JSON input"
+            );
+        }
+        assert_eq!(
+            refused(PatchType::StrategicMerge, b"[1]"),
+            "json: cannot unmarshal array into Go value of type map[string]interface {}"
+        );
+        assert_eq!(
+            refused(PatchType::Json, br#"{"op": "add"}"#),
+            "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+        );
     }
 
     #[test]

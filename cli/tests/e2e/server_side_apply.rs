@@ -60,7 +60,7 @@ fn kubectl_server_side_apply_owns_conflicts_and_forces() {
     let err = text(&out.stderr);
     assert_contains(
         &err,
-        r#"Apply failed with 1 conflict: conflict with "a" using v1: .data.k"#,
+        r#"Apply failed with 1 conflict: conflict with "a": .data.k"#,
     );
     assert_eq!(data(&server), serde_json::json!({"k": "2"}));
 
