@@ -386,6 +386,11 @@ mod tests {
             !super::is_switch("agent", "cgroups-per-qos"),
             "takes true or false"
         );
+        // `anonymous-auth: false` in the file must reach the flag.
+        assert!(
+            !super::is_switch("server", "anonymous-auth"),
+            "takes true or false"
+        );
         assert!(!super::is_switch("server", "node-label"));
         assert!(!super::is_switch("server", "no-such-flag"));
     }
