@@ -256,10 +256,11 @@ fn patch_of_each_type_and_replace() {
         r#"[{"op":"test","path":"/spec/replicas","value":99}]"#,
     ]);
     // Upstream's generic 422 to a JSON patch that cannot be applied, which
-    // kubectl shows by its one cause: the operation that failed.
+    // kubectl shows by its one cause: the operation that failed, in the
+    // words of upstream's JSON patch library.
     assert_contains(
         &err,
-        "The request is invalid: : operation '/0' failed at path '/spec/replicas'",
+        "The request is invalid: : testing value /spec/replicas failed: test failed",
     );
     let d = json(&server.kubectl_ok(&["get", "deploy", "app", "-o", "json"]));
     assert_eq!(d["spec"]["replicas"], 3, "a failed patch changes nothing");
