@@ -130,7 +130,8 @@ fn apply_one(doc: &mut Value, op: &Value) -> Result<(), String> {
                     "move operation does not apply: doc is missing from path: {from}"
                 )));
             };
-            get(parent, &key).map_err(|e| format!("error in move for path: '{key}': {e}"))?;
+            // The library reads the value before removing it; removing
+            // fails alike where reading would (an index out of range).
             let moved = remove(parent, &key)
                 .map_err(|e| format!("error in move for path: '{key}': {e}"))?;
             let path =

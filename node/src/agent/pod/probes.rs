@@ -67,8 +67,7 @@ impl ProbeResults {
     /// Runs the probes of a running container that are due and returns its
     /// health. `running_for` is how long ago the container started.
     /// `on_failure` hears of each attempt that did not pass (a kubelet
-    /// reports each
-    /// as an `Unhealthy` event).
+    /// reports each as an `Unhealthy` event).
     pub(crate) async fn check(
         &mut self,
         runtime: &dyn Runtime,
