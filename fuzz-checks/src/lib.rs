@@ -1,5 +1,19 @@
-//! What the fuzz targets share: how one input is cut into parts, and the
-//! checks every target makes of an answer.
+//! What each fuzz target checks of one input: one module per target, each
+//! with `run(data)`, which panics where skiff answers that input wrongly
+//! (a panic inside skiff, a 5xx for a client's mistake, a value that does
+//! not survive its own round trip). The libFuzzer targets in `fuzz/` call
+//! these on nightly (`scripts/fuzz`); `tests/corpus.rs` replays the
+//! committed corpus through them on stable, in the ordinary test run. This
+//! crate must never hold checks that only one of the two runs.
+
+pub mod apply;
+pub mod body;
+pub mod managed_fields;
+pub mod patch;
+pub mod protobuf;
+pub mod quantity;
+pub mod selectors;
+pub mod store_codec;
 
 use serde_json::Value;
 use skiff_apiserver::status::ApiError;
