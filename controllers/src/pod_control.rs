@@ -159,6 +159,12 @@ pub(crate) fn is_active(pod: &Pod) -> bool {
     !matches!(phase, Some("Succeeded" | "Failed")) && pod.metadata.deletion_timestamp.is_none()
 }
 
+/// True for pods that have finished (Succeeded or Failed): none of their
+/// containers will run again.
+pub(crate) fn is_terminal(pod: &Pod) -> bool {
+    matches!(phase(pod), "Succeeded" | "Failed")
+}
+
 /// The phase of a pod ("Pending" when unset).
 pub(crate) fn phase(pod: &Pod) -> &str {
     pod.status

@@ -2,6 +2,11 @@
 //! node create the missing daemon pod or delete extra and misplaced ones;
 //! replace outdated pods within maxUnavailable; drop old revisions beyond
 //! revisionHistoryLimit; write status.
+//!
+//! A pod being deleted still holds its node until it has stopped (as
+//! upstream): its replacement is made only once it is gone or has reached a
+//! terminal phase, so two daemon pods (with the same host ports, say) never
+//! run on one node at once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,8 +26,8 @@ use crate::events::{EventRecorder, object_reference};
 use crate::history::{History, Proposal, REVISION_HASH_LABEL, owned_revisions, revision_hash};
 use crate::manager::Reconciler;
 use crate::pod_control::{
-    Expectations, WorkloadSyncError, claim, create_pod, delete_pods, is_available, is_ready, phase,
-    pod_from_template, requeue_when_available,
+    Expectations, WorkloadSyncError, claim, create_pod, delete_pods, is_available, is_ready,
+    is_terminal, phase, pod_from_template, requeue_when_available,
 };
 
 /// The pod label with the hash of the template a pod was made from; the
@@ -85,7 +90,7 @@ impl Reconciler for Syncer {
             .pods
             .list_namespace(&ns)
             .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| !(p.metadata.deletion_timestamp.is_some() && is_terminal(p)))
             .collect();
         let pods = claim(&api, &set, &selector, candidates).await?;
         let mut by_node: HashMap<String, Vec<Arc<Pod>>> = HashMap::new();
@@ -111,9 +116,13 @@ impl Reconciler for Syncer {
         let mut retry_after: Option<Duration> = None;
         for node in &nodes {
             let name = node.name_any();
-            let mut here: Vec<Arc<Pod>> = by_node.remove(&name).unwrap_or_default();
+            let (mut stopping, mut here): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) = by_node
+                .remove(&name)
+                .unwrap_or_default()
+                .into_iter()
+                .partition(|p| p.metadata.deletion_timestamp.is_some());
             if !should_run(&template_spec, node) {
-                if !here.is_empty() {
+                if !here.is_empty() || !stopping.is_empty() {
                     status.number_misscheduled += 1;
                     to_delete.extend(here);
                 }
@@ -153,8 +162,25 @@ impl Reconciler for Syncer {
             let mut alive = alive;
             alive.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
             match alive.first() {
-                None => {
+                None if stopping.is_empty() => {
                     to_create.push(name);
+                    unavailable += 1;
+                }
+                None => {
+                    // Still stopping: counted as upstream counts the node's
+                    // oldest pod, and unavailable to the rolling update.
+                    stopping.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
+                    let pod = &stopping[0];
+                    status.current_number_scheduled += 1;
+                    if is_ready(pod) {
+                        status.number_ready += 1;
+                    }
+                    if is_available(pod, min_ready, &at) {
+                        *status.number_available.get_or_insert(0) += 1;
+                    }
+                    if revision_hash(pod) == Some(hash.as_str()) {
+                        *status.updated_number_scheduled.get_or_insert(0) += 1;
+                    }
                     unavailable += 1;
                 }
                 Some(pod) => {
@@ -178,9 +204,14 @@ impl Reconciler for Syncer {
             }
         }
         // Pods for nodes that no longer exist go too.
-        to_delete.extend(by_node.into_values().flatten());
-        status.number_unavailable = Some(unavailable);
-        status.number_available.get_or_insert(0);
+        to_delete.extend(
+            by_node
+                .into_values()
+                .flatten()
+                .filter(|p| p.metadata.deletion_timestamp.is_none()),
+        );
+        let available = *status.number_available.get_or_insert(0);
+        status.number_unavailable = Some(status.desired_number_scheduled - available);
         status.updated_number_scheduled.get_or_insert(0);
 
         if !deleting && self.expectations.satisfied(&key_str) {

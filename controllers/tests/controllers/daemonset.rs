@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -154,6 +154,76 @@ async fn one_pod_per_eligible_node_and_rolling_updates() {
         .then_some(())
     })
     .await;
+    cluster.shutdown().await;
+}
+
+/// A daemon pod being deleted keeps its node until it has stopped, as
+/// upstream: no second daemon pod (bound to the same host ports, say) starts
+/// beside it; the replacement comes once the node agent has let it go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_daemon_pod_holds_its_node_until_it_is_gone() {
+    let (cluster, client) = TestCluster::start_with_client(&["daemonset"]).await;
+    node(&client, "n1", json!([])).await;
+    let sets: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let uid = create_set(&sets, "agent").await;
+    let first = eventually(WAIT, "a pod for n1", || async {
+        live(&client, &uid).await.into_iter().next()
+    })
+    .await
+    .name_any();
+    // Scheduled (so deleting it waits for its node agent) and running.
+    let binding = json!({
+        "apiVersion": "v1", "kind": "Binding",
+        "metadata": {"name": first},
+        "target": {"kind": "Node", "name": "n1"}
+    });
+    pods.create_subresource::<_, serde_json::Value>(
+        "binding",
+        &first,
+        &PostParams::default(),
+        &binding,
+    )
+    .await
+    .unwrap();
+    make_ready(&client, "default", &first).await;
+    eventually(WAIT, "the pod counted ready", || async {
+        let s = sets.get("agent").await.ok()?.status?;
+        (s.number_ready == 1).then_some(())
+    })
+    .await;
+
+    pods.delete(&first, &DeleteParams::default()).await.unwrap();
+    let stopping = pods.get(&first).await.unwrap();
+    assert!(stopping.metadata.deletion_timestamp.is_some());
+    // Several syncs: the status is written, and nothing is made beside it.
+    eventually(WAIT, "the status written after the deletion", || async {
+        let s = sets.get("agent").await.ok()?.status?;
+        (s.number_unavailable == Some(0) && s.current_number_scheduled == 1).then_some(())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let owned: Vec<String> = pods_owned_by(&client, "default", &uid)
+        .await
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(
+        owned,
+        vec![first.clone()],
+        "a second pod while the first stops"
+    );
+
+    // The node agent is done with it: the replacement follows.
+    pods.delete(&first, &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    let second = eventually(WAIT, "a replacement on n1", || async {
+        live(&client, &uid).await.into_iter().next()
+    })
+    .await;
+    assert_ne!(second.name_any(), first);
+    assert_eq!(pinned(&second), "n1");
     cluster.shutdown().await;
 }
 
