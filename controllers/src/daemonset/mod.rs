@@ -6,6 +6,7 @@
 
 mod failed_backoff;
 mod placement;
+mod rolling;
 mod sync;
 
 use std::sync::Arc;

@@ -1,7 +1,8 @@
 //! One sync of one DaemonSet: settle the revision of its template, then per
 //! node create the missing daemon pod or delete extra and misplaced ones;
-//! replace outdated pods within maxUnavailable; drop old revisions beyond
-//! revisionHistoryLimit; write status.
+//! replace outdated pods within maxUnavailable or maxSurge (`rolling.rs`
+//! decides which); drop old revisions beyond revisionHistoryLimit; write
+//! status.
 //!
 //! A pod being deleted still holds its node until it has stopped (as
 //! upstream): its replacement is made only once it is gone or has reached a
@@ -14,12 +15,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, DaemonSet, DaemonSetStatus};
 use k8s_openapi::api::core::v1::{Node, Pod, PodTemplateSpec};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
 use skiff_informer::{Action, Cache, ObjectKey};
 
 use super::placement::{node_of, pin_to_node, should_run};
+use super::rolling;
 use crate::controller_utils::{WriteFailed, write_status};
 use crate::controller_utils::{controller_owner_ref, now, safe_hash, workload_selector};
 use crate::events::{EventRecorder, object_reference};
@@ -109,10 +110,14 @@ impl Reconciler for Syncer {
             conditions: set.status.as_ref().and_then(|s| s.conditions.clone()),
             ..Default::default()
         };
+        let strategy = spec.update_strategy.clone().unwrap_or_default();
+        // Surging may keep a node's old pod beside its new one; without it
+        // a node keeps one pod. The desired count is not known yet, but
+        // whether the surge is zero does not depend on it.
+        let surging = rolling::limits(&strategy, 1).is_some_and(|(surge, _)| surge > 0);
         let mut to_create: Vec<String> = Vec::new();
         let mut to_delete: Vec<Arc<Pod>> = Vec::new();
-        let mut outdated: Vec<Arc<Pod>> = Vec::new();
-        let mut unavailable = 0;
+        let mut updating: Vec<rolling::NodePods> = Vec::new();
         let mut retry_after: Option<Duration> = None;
         for node in &nodes {
             let name = node.name_any();
@@ -129,9 +134,10 @@ impl Reconciler for Syncer {
                 continue;
             }
             status.desired_number_scheduled += 1;
+            let has_pods = !here.is_empty() || !stopping.is_empty();
             // Failed daemon pods are replaced: deleted (no sooner than the
             // node's backoff allows), their successor made once they are gone.
-            let (failed, alive): (Vec<_>, Vec<_>) =
+            let (failed, mut alive): (Vec<_>, Vec<_>) =
                 here.drain(..).partition(|p| phase(p) == "Failed");
             if let Some(first) = failed.first() {
                 match self
@@ -154,53 +160,55 @@ impl Reconciler for Syncer {
                         retry_after = Some(retry_after.map_or(wait, |r: Duration| r.min(wait)));
                     }
                 }
-                if alive.is_empty() {
-                    unavailable += 1;
-                    continue;
-                }
             }
-            let mut alive = alive;
             alive.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
-            match alive.first() {
-                None if stopping.is_empty() => {
-                    to_create.push(name);
-                    unavailable += 1;
+            stopping.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
+            // Status reads the node's oldest pod, running or stopping.
+            let counted = match (alive.first(), stopping.first()) {
+                (Some(a), Some(s))
+                    if s.metadata.creation_timestamp < a.metadata.creation_timestamp =>
+                {
+                    Some(s)
                 }
-                None => {
-                    // Still stopping: counted as upstream counts the node's
-                    // oldest pod, and unavailable to the rolling update.
-                    stopping.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
-                    let pod = &stopping[0];
-                    status.current_number_scheduled += 1;
-                    if is_ready(pod) {
-                        status.number_ready += 1;
-                    }
-                    if is_available(pod, min_ready, &at) {
-                        *status.number_available.get_or_insert(0) += 1;
-                    }
-                    if revision_hash(pod) == Some(hash.as_str()) {
-                        *status.updated_number_scheduled.get_or_insert(0) += 1;
-                    }
-                    unavailable += 1;
+                (Some(a), _) => Some(a),
+                (None, s) => s,
+            };
+            if let Some(pod) = counted {
+                status.current_number_scheduled += 1;
+                if is_ready(pod) {
+                    status.number_ready += 1;
                 }
-                Some(pod) => {
-                    status.current_number_scheduled += 1;
-                    if is_ready(pod) {
-                        status.number_ready += 1;
-                    }
-                    let available = is_available(pod, min_ready, &at);
-                    if available {
-                        *status.number_available.get_or_insert(0) += 1;
-                    } else {
-                        unavailable += 1;
-                    }
-                    if revision_hash(pod) == Some(hash.as_str()) {
-                        *status.updated_number_scheduled.get_or_insert(0) += 1;
-                    } else {
-                        outdated.push(pod.clone());
-                    }
-                    to_delete.extend(alive.iter().skip(1).cloned());
+                if is_available(pod, min_ready, &at) {
+                    *status.number_available.get_or_insert(0) += 1;
                 }
+                if revision_hash(pod) == Some(hash.as_str()) {
+                    *status.updated_number_scheduled.get_or_insert(0) += 1;
+                }
+            } else if failed.is_empty() {
+                to_create.push(name.clone());
+            }
+            let is_new = |p: &Arc<Pod>| revision_hash(p) == Some(hash.as_str());
+            let (news, olds): (Vec<_>, Vec<_>) = alive.iter().cloned().partition(is_new);
+            if surging {
+                // The oldest of each kind stays; the old one goes too once
+                // it is not ready or the new one is available.
+                to_delete.extend(news.iter().skip(1).cloned());
+                to_delete.extend(olds.iter().skip(1).cloned());
+                if let (Some(new), Some(old)) = (news.first(), olds.first())
+                    && (!is_ready(old) || is_available(new, min_ready, &at))
+                {
+                    to_delete.push(old.clone());
+                }
+            } else {
+                to_delete.extend(alive.iter().skip(1).cloned());
+            }
+            if has_pods {
+                updating.push(rolling::NodePods {
+                    node: name,
+                    single: news.len() <= 1 && olds.len() <= 1,
+                    new: news.first().cloned(),
+                    old: olds.first().cloned(),
+                });
             }
         }
         // Pods for nodes that no longer exist go too.
@@ -215,30 +223,16 @@ impl Reconciler for Syncer {
         status.updated_number_scheduled.get_or_insert(0);
 
         if !deleting && self.expectations.satisfied(&key_str) {
-            // Rolling update: replace outdated pods, unavailable ones first,
-            // while no more than maxUnavailable are down.
-            let strategy = spec.update_strategy.clone().unwrap_or_default();
-            if strategy.type_.as_deref() != Some("OnDelete") && !outdated.is_empty() {
-                let max_unavailable = match strategy.rolling_update.and_then(|r| r.max_unavailable)
-                {
-                    Some(IntOrString::Int(i)) => i,
-                    Some(IntOrString::String(s)) => {
-                        let pct = s.trim_end_matches('%').parse::<i32>().unwrap_or(0);
-                        (pct * status.desired_number_scheduled) / 100
-                    }
-                    None => 1,
-                }
-                .max(1);
-                outdated.sort_by_key(|p| is_available(p, min_ready, &at));
-                let mut budget = max_unavailable - unavailable;
-                for pod in outdated {
-                    if !is_available(&pod, min_ready, &at) {
-                        to_delete.push(pod);
-                    } else if budget > 0 {
-                        budget -= 1;
+            if let Some((surge, unavailable)) =
+                rolling::limits(&strategy, status.desired_number_scheduled)
+            {
+                let step = rolling::step(&updating, surge, unavailable, min_ready, &at);
+                for pod in step.delete {
+                    if !to_delete.iter().any(|p| p.metadata.uid == pod.metadata.uid) {
                         to_delete.push(pod);
                     }
                 }
+                to_create.extend(step.create_on);
             }
             self.apply(&set, &key_str, &api, &hash, to_create, to_delete)
                 .await?;

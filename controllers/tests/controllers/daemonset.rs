@@ -227,6 +227,95 @@ async fn a_stopping_daemon_pod_holds_its_node_until_it_is_gone() {
     cluster.shutdown().await;
 }
 
+/// `maxSurge: 1, maxUnavailable: 0`: each node's new pod starts beside its
+/// old one, which goes only once the new one is available, one node at a
+/// time; no node is ever without a ready daemon pod.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_surging_update_starts_the_new_pod_before_the_old_one_goes() {
+    let (cluster, client) = TestCluster::start_with_client(&["daemonset"]).await;
+    node(&client, "n1", json!([])).await;
+    node(&client, "n2", json!([])).await;
+    let sets: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": "agent"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "agent"}},
+            "template": template(json!({"app": "agent"}), "agent:1"),
+            "updateStrategy": {"type": "RollingUpdate",
+                               "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+        }
+    }))
+    .unwrap();
+    let uid = sets
+        .create(&PostParams::default(), &ds)
+        .await
+        .unwrap()
+        .uid()
+        .unwrap();
+    let first = eventually(WAIT, "pods on n1 and n2", || async {
+        let pods = live(&client, &uid).await;
+        (pods.len() == 2).then_some(pods)
+    })
+    .await;
+    for pod in &first {
+        make_ready(&client, "default", &pod.name_any()).await;
+    }
+    eventually(WAIT, "both counted available", || async {
+        let s = sets.get("agent").await.ok()?.status?;
+        (s.number_available == Some(2)).then_some(())
+    })
+    .await;
+
+    merge_patch(
+        &sets,
+        "agent",
+        json!({"spec": {"template": {"spec": {"containers": [{"name": "main", "image": "agent:2"}]}}}}),
+    )
+    .await;
+    let old: Vec<String> = first.iter().map(|p| p.name_any()).collect();
+    let surged = std::sync::Mutex::new(Vec::<String>::new());
+    eventually(WAIT, "both nodes updated", || async {
+        let pods = live(&client, &uid).await;
+        let mut per_node: BTreeMap<String, Vec<&Pod>> = BTreeMap::new();
+        for p in &pods {
+            per_node.entry(pinned(p)).or_default().push(p);
+        }
+        for (node, here) in &per_node {
+            assert!(
+                here.iter().any(|p| is_ready(p)),
+                "{node} has no ready daemon pod: {:?}",
+                here.iter().map(|p| p.name_any()).collect::<Vec<_>>()
+            );
+            let mut surged = surged.lock().unwrap();
+            if here.len() == 2 && !surged.contains(node) {
+                surged.push(node.clone());
+            }
+        }
+        let doubled = per_node.values().filter(|here| here.len() > 1).count();
+        assert!(
+            doubled <= 1,
+            "more than maxSurge nodes surged: {per_node:?}"
+        );
+        // Play the node agent: the new pods come up after a moment.
+        for p in &pods {
+            if !old.contains(&p.name_any()) && !is_ready(p) {
+                tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+                make_ready(&client, "default", &p.name_any()).await;
+            }
+        }
+        (pods.len() == 2 && pods.iter().all(|p| !old.contains(&p.name_any()))).then_some(())
+    })
+    .await;
+    let mut surged = surged.into_inner().unwrap();
+    surged.sort();
+    assert_eq!(
+        surged,
+        ["n1", "n2"],
+        "each node had its new pod beside the old"
+    );
+    cluster.shutdown().await;
+}
+
 /// A node that fails every daemon pod (a kubelet refusing them under disk
 /// pressure) gets its replacements with a growing wait, as upstream's
 /// controller backs off: not one new pod per sync.
