@@ -223,16 +223,17 @@ impl Reconciler for Syncer {
         status.updated_number_scheduled.get_or_insert(0);
 
         if !deleting && self.expectations.satisfied(&key_str) {
+            // The update moves only once the nodes are as they should be
+            // (as upstream's expectations gate it): a node still waiting
+            // for its pod is not counted by it, and must not be joined by
+            // another.
+            let settled = to_create.is_empty() && to_delete.is_empty();
             if let Some((surge, unavailable)) =
-                rolling::limits(&strategy, status.desired_number_scheduled)
+                rolling::limits(&strategy, status.desired_number_scheduled).filter(|_| settled)
             {
                 let step = rolling::step(&updating, surge, unavailable, min_ready, &at);
-                for pod in step.delete {
-                    if !to_delete.iter().any(|p| p.metadata.uid == pod.metadata.uid) {
-                        to_delete.push(pod);
-                    }
-                }
-                to_create.extend(step.create_on);
+                to_delete = step.delete;
+                to_create = step.create_on;
             }
             self.apply(&set, &key_str, &api, &hash, to_create, to_delete)
                 .await?;

@@ -146,6 +146,14 @@ async fn one_pod_per_eligible_node_and_rolling_updates() {
             per_node.values().all(|n| *n == 1),
             "one pod per node: {per_node:?}"
         );
+        // maxUnavailable 1: of the nodes that ran the set before, one at
+        // a time is without its ready pod (n3, new to the set, waits for
+        // its first pod outside that count, as upstream).
+        let down = ["n1", "n2"]
+            .iter()
+            .filter(|n| !pods.iter().any(|p| pinned(p) == **n && is_ready(p)))
+            .count();
+        assert!(down <= 1, "n1 and n2 both without a ready pod");
         let s = api.get("agent").await.ok()?.status?;
         (s.desired_number_scheduled == 3
             && s.updated_number_scheduled == Some(3)
