@@ -52,6 +52,12 @@ pub(super) fn limits(strategy: &DaemonSetUpdateStrategy, desired: i32) -> Option
     Some((surge, unavailable))
 }
 
+/// Whether the strategy surges: a node's old pod may then stay beside its
+/// new one (a percentage of any number of nodes is at least one).
+pub(super) fn surges(strategy: &DaemonSetUpdateStrategy) -> bool {
+    limits(strategy, 1).is_some_and(|(surge, _)| surge > 0)
+}
+
 /// What the update does now: the pods to delete and the nodes to start a
 /// new pod on.
 #[derive(Debug, Default, PartialEq)]

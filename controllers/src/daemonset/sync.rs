@@ -111,10 +111,7 @@ impl Reconciler for Syncer {
             ..Default::default()
         };
         let strategy = spec.update_strategy.clone().unwrap_or_default();
-        // Surging may keep a node's old pod beside its new one; without it
-        // a node keeps one pod. The desired count is not known yet, but
-        // whether the surge is zero does not depend on it.
-        let surging = rolling::limits(&strategy, 1).is_some_and(|(surge, _)| surge > 0);
+        let surging = rolling::surges(&strategy);
         let mut to_create: Vec<String> = Vec::new();
         let mut to_delete: Vec<Arc<Pod>> = Vec::new();
         let mut updating: Vec<rolling::NodePods> = Vec::new();
