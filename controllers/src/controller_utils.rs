@@ -1,7 +1,7 @@
 //! Small helpers the controllers share: the clock, owner references, label
 //! selectors, timestamps, deleting exactly one object, a sync's outcome
-//! after its write, the error of a request that failed, and a Node's
-//! addresses.
+//! after its write, the error of a request that failed, a Node's
+//! addresses, and rolling-update limits given as a number or a percentage.
 
 use std::collections::BTreeMap;
 
@@ -9,6 +9,7 @@ use k8s_openapi::api::core::v1::{Node, NodeAddress};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::core::{Selector, SelectorExt};
@@ -282,6 +283,34 @@ pub(crate) fn safe_hash(data: &[u8], collision_count: Option<i32>) -> String {
         .bytes()
         .map(|b| ALPHABET[usize::from(b) % ALPHABET.len()] as char)
         .collect()
+}
+
+/// Resolves an int-or-percent (maxSurge, maxUnavailable) against `total`, rounding percentages up or
+/// down. An unparsable percentage counts as zero.
+pub(crate) fn scaled_value(
+    value: Option<&IntOrString>,
+    total: i32,
+    round_up: bool,
+    default: &str,
+) -> i32 {
+    let value = value
+        .cloned()
+        .unwrap_or_else(|| IntOrString::String(default.to_owned()));
+    match value {
+        IntOrString::Int(i) => i,
+        IntOrString::String(s) => {
+            let Some(pct) = s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) else {
+                return s.parse::<i32>().unwrap_or(0);
+            };
+            let product = pct * i64::from(total);
+            let v = if round_up {
+                (product + 99).div_euclid(100)
+            } else {
+                product.div_euclid(100)
+            };
+            v as i32
+        }
+    }
 }
 
 #[cfg(test)]

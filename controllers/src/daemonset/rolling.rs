@@ -5,12 +5,11 @@
 
 use std::sync::Arc;
 
+use crate::controller_utils::scaled_value;
+use crate::pod_control::is_available;
 use k8s_openapi::api::apps::v1::DaemonSetUpdateStrategy;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-
-use crate::pod_control::is_available;
 
 /// The daemon pods of one node that has any, as the update sees them.
 pub(super) struct NodePods {
@@ -34,18 +33,19 @@ pub(super) fn limits(strategy: &DaemonSetUpdateStrategy, desired: i32) -> Option
     if strategy.type_.as_deref() == Some("OnDelete") {
         return None;
     }
-    let rolling = strategy.rolling_update.clone().unwrap_or_default();
-    let scaled = |value: Option<IntOrString>, default: i32| match value {
-        None => default,
-        Some(IntOrString::Int(n)) => n.max(0),
-        Some(IntOrString::String(s)) => {
-            let pct = s.trim_end_matches('%').parse::<i64>().unwrap_or(0).max(0);
-            let n = (pct * i64::from(desired) + 99) / 100;
-            i32::try_from(n).unwrap_or(i32::MAX)
-        }
-    };
-    let surge = scaled(rolling.max_surge, 0);
-    let unavailable = scaled(rolling.max_unavailable, 1);
+    let rolling = strategy.rolling_update.as_ref();
+    let surge = scaled_value(
+        rolling.and_then(|r| r.max_surge.as_ref()),
+        desired,
+        true,
+        "0",
+    );
+    let unavailable = scaled_value(
+        rolling.and_then(|r| r.max_unavailable.as_ref()),
+        desired,
+        true,
+        "1",
+    );
     if surge == 0 && unavailable == 0 && desired > 0 {
         return Some((0, 1));
     }
@@ -134,6 +134,7 @@ mod tests {
     use k8s_openapi::api::apps::v1::RollingUpdateDaemonSet;
     use k8s_openapi::api::core::v1::{PodCondition, PodStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     use k8s_openapi::jiff::Timestamp;
 
     fn strategy(

@@ -4,33 +4,7 @@
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-/// Resolves an int-or-percent against `total`, rounding percentages up or
-/// down. An unparsable percentage counts as zero.
-pub(super) fn scaled_value(
-    value: Option<&IntOrString>,
-    total: i32,
-    round_up: bool,
-    default: &str,
-) -> i32 {
-    let value = value
-        .cloned()
-        .unwrap_or_else(|| IntOrString::String(default.to_owned()));
-    match value {
-        IntOrString::Int(i) => i,
-        IntOrString::String(s) => {
-            let Some(pct) = s.strip_suffix('%').and_then(|p| p.parse::<i64>().ok()) else {
-                return s.parse::<i32>().unwrap_or(0);
-            };
-            let product = pct * i64::from(total);
-            let v = if round_up {
-                (product + 99).div_euclid(100)
-            } else {
-                product.div_euclid(100)
-            };
-            v as i32
-        }
-    }
-}
+use crate::controller_utils::scaled_value;
 
 /// (maxSurge, maxUnavailable) for `replicas`: surge rounds up, unavailable
 /// down, and both zero becomes unavailable = 1 so a rollout can progress.
